@@ -1,0 +1,180 @@
+"""The money and the record: owner budgets, ledger entries, reservations, accounting events.
+
+Ledger entries and accounting events are content-free and append-only. They refer to runs and
+schedules by id, not by foreign key, so deleting a conversation, run or schedule never removes
+recorded spend or the record of what happened (SPEC §5, ADR-0109 decision 3).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db import models
+
+
+class MoneyField(models.DecimalField):  # type: ignore[type-arg]
+    """USD as fixed-point with 6 decimal places (SPEC §2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_digits", 14)
+        kwargs.setdefault("decimal_places", 6)
+        super().__init__(*args, **kwargs)
+
+
+class AppendOnlyError(RuntimeError):
+    """An attempt to change or delete a row that is only ever appended."""
+
+
+class AppendOnlyQuerySet(models.QuerySet[Any]):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only; write a new row instead.")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only and are never deleted.")
+
+
+class AppendOnlyModel(models.Model):
+    """`save()` inserts once; updating or deleting through the ORM raises AppendOnlyError."""
+
+    objects: ClassVar[Any] = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only; write a new row instead.")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only and are never deleted.")
+
+
+class OwnerBudget(models.Model):
+    """One row per owner: the time zone budget days are counted in, and ceiling overrides.
+
+    Admission locks this row, so concurrent admissions for one owner queue here (SPEC §5).
+    A blank override means the setting applies.
+    """
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone of the owner.")
+    daily_ceiling = MoneyField(null=True, blank=True, help_text="USD; blank = setting.")
+    monthly_ceiling = MoneyField(null=True, blank=True, help_text="USD; blank = setting.")
+    schedule_cost_ceiling = MoneyField(
+        null=True,
+        blank=True,
+        help_text="Largest max_cost a new schedule pins, USD; blank = setting.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(daily_ceiling__isnull=True) | models.Q(daily_ceiling__gt=0),
+                name="budget_daily_ceiling_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(monthly_ceiling__isnull=True) | models.Q(monthly_ceiling__gt=0),
+                name="budget_monthly_ceiling_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(schedule_cost_ceiling__isnull=True)
+                | models.Q(schedule_cost_ceiling__gt=0),
+                name="budget_schedule_ceiling_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Budget of {self.owner}"
+
+    @property
+    def effective_daily_ceiling(self) -> Decimal:
+        return self.daily_ceiling if self.daily_ceiling is not None else settings.DAILY_COST_CEILING
+
+    @property
+    def effective_monthly_ceiling(self) -> Decimal:
+        return self.monthly_ceiling if self.monthly_ceiling is not None else settings.MONTHLY_COST_CEILING
+
+    @property
+    def effective_schedule_cost_ceiling(self) -> Decimal:
+        if self.schedule_cost_ceiling is not None:
+            return Decimal(self.schedule_cost_ceiling)
+        return Decimal(settings.SCHEDULE_COST_CEILING)
+
+
+class LedgerEntry(AppendOnlyModel):
+    """One provider call's usage and cost. Content-free; outlives the run and its conversation."""
+
+    created_at = models.DateTimeField(db_index=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    run_id = models.BigIntegerField(db_index=True)
+    schedule_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=128)
+    input_tokens = models.PositiveIntegerField()
+    output_tokens = models.PositiveIntegerField()
+    cost = MoneyField()
+
+    class Meta:
+        verbose_name_plural = "ledger entries"
+        indexes = [models.Index(fields=["owner", "created_at"], name="ledger_owner_time")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(cost__gte=0), name="ledger_cost_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} USD {self.cost} (run {self.run_id})"
+
+
+class Reservation(models.Model):
+    """Cost held against the owner's ceilings while a run is in flight; released when it ends."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    run_id = models.BigIntegerField(unique=True)
+    amount = MoneyField()
+    created_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(released_at__isnull=True),
+                name="reservation_open_by_owner",
+            )
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(amount__gt=0), name="reservation_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        state = "released" if self.released_at else "open"
+        return f"USD {self.amount} for run {self.run_id} ({state})"
+
+
+class AccountingEvent(AppendOnlyModel):
+    """An append-only, content-free record such as `schedule.run_accounted` (SPEC §5)."""
+
+    class Kind(models.TextChoices):
+        RUN_ACCOUNTED = "schedule.run_accounted", "schedule.run_accounted"
+
+    event = models.CharField(max_length=64, choices=Kind.choices)
+    created_at = models.DateTimeField(db_index=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    schedule_id = models.BigIntegerField(null=True, blank=True)
+    run_id = models.BigIntegerField(null=True, blank=True)
+    payload = models.JSONField()
+
+    class Meta:
+        indexes = [models.Index(fields=["schedule_id", "-created_at"], name="event_schedule_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.event} schedule {self.schedule_id} run {self.run_id}"
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        return self.payload.get("failure")  # type: ignore[no-any-return]

@@ -1,0 +1,6 @@
+from __future__ import annotations
+
+from django.urls import URLPattern
+
+app_name = "accounting"
+urlpatterns: list[URLPattern] = []

@@ -1,0 +1,238 @@
+"""Settings, read once from the environment (see the configuration table in README.md).
+
+APP_ENV=development (the default) runs on an SQLite file with the simulated provider on.
+APP_ENV=production requires SECRET_KEY, ALLOWED_HOSTS and DATABASE_URL and turns on every
+deployment-checklist setting, so `manage.py check --deploy` is clean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_decimal,
+    env_int,
+    env_list,
+    env_str,
+    env_timezone,
+    sqlite_database,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+APP_ENV = env_choice("APP_ENV", "development", ("development", "production"))
+PRODUCTION = APP_ENV == "production"
+
+DEBUG = env_bool("DEBUG", default=not PRODUCTION)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG must be off when APP_ENV=production.")
+
+if PRODUCTION:
+    SECRET_KEY = env_str("SECRET_KEY", required=True)
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured("SECRET_KEY must be at least 50 characters with 5 or more distinct ones.")
+else:
+    SECRET_KEY = env_str("SECRET_KEY", "development-only-key-not-for-production-0123456789abcdef")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]"])
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when APP_ENV=production.")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "accounting",
+    "runs",
+    "schedules",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accounting.context_processors.budget_headroom",
+            ],
+        },
+    },
+]
+
+_database_url = env_str("DATABASE_URL", "") if not PRODUCTION else env_str("DATABASE_URL", required=True)
+DATABASES = {
+    "default": (
+        database_from_url(_database_url, base_dir=str(BASE_DIR))
+        if _database_url
+        else sqlite_database(str(BASE_DIR / "var" / "db.sqlite3"))
+    )
+}
+if not _database_url:
+    (BASE_DIR / "var").mkdir(exist_ok=True)
+# django-q2 forks its workers; a persistent connection opened before the fork must not be shared.
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 0, minimum=0)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "schedules:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+# Security: the deployment checklist, on in production.
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING"))},
+    # httpx logs every request line at INFO; provider URLs carry no secrets, but keep the noise down.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}
+
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if PRODUCTION
+    else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "schedules@localhost")
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# ---------------------------------------------------------------------------------------------
+# The product (SPEC.md). Money is Decimal everywhere.
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_OWNER_TIME_ZONE = env_timezone("DEFAULT_OWNER_TIME_ZONE", "UTC")
+# Per-owner overrides live on accounting.OwnerBudget and are editable in the admin.
+SCHEDULE_COST_CEILING = env_decimal("SCHEDULE_COST_CEILING", "10.00")
+DAILY_COST_CEILING = env_decimal("DAILY_COST_CEILING", "25.00")
+MONTHLY_COST_CEILING = env_decimal("MONTHLY_COST_CEILING", "250.00")
+
+SCHEDULE_GRACE_SECONDS = env_int("SCHEDULE_GRACE_SECONDS", 15 * 60, minimum=0)
+SCHEDULE_TICK_BATCH = env_int("SCHEDULE_TICK_BATCH", 500, minimum=1)
+SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum=1)
+
+# Interactive runs whose caller gives no limits (ADR-0115): reserves of 1 step, 1 model call,
+# 0 tool calls and 10 % of max_cost, each kept only when below its total.
+INTERACTIVE_RESERVE_STEPS = env_int("INTERACTIVE_RESERVE_STEPS", 1, minimum=0)
+INTERACTIVE_RESERVE_MODEL_CALLS = env_int("INTERACTIVE_RESERVE_MODEL_CALLS", 1, minimum=0)
+INTERACTIVE_RESERVE_TOOL_CALLS = env_int("INTERACTIVE_RESERVE_TOOL_CALLS", 0, minimum=0)
+INTERACTIVE_RESERVE_COST_FRACTION = env_decimal("INTERACTIVE_RESERVE_COST_FRACTION", "0.10", positive=False)
+
+PROVIDER_TIMEOUT_SECONDS = env_int("PROVIDER_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
+PROVIDER_MAX_RETRIES = env_int("PROVIDER_MAX_RETRIES", 3, minimum=0, maximum=10)
+PROVIDER_BACKOFF_BASE_SECONDS = float(env_decimal("PROVIDER_BACKOFF_BASE_SECONDS", "0.5"))
+PROVIDER_BACKOFF_CAP_SECONDS = float(env_decimal("PROVIDER_BACKOFF_CAP_SECONDS", "20"))
+
+RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
+RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 90, minimum=2)
+if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured("RUN_LEASE_SECONDS must be longer than RUN_HEARTBEAT_SECONDS.")
+
+SIMULATOR_ENABLED = env_bool("SIMULATOR_ENABLED", not PRODUCTION)
+
+HTTP_FETCH_ALLOWED_HOSTS = env_list("HTTP_FETCH_ALLOWED_HOSTS", [])
+HTTP_FETCH_MAX_BYTES = env_int("HTTP_FETCH_MAX_BYTES", 200_000, minimum=1)
+HTTP_FETCH_TIMEOUT_SECONDS = env_int("HTTP_FETCH_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
+
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
+
+# django-q2 runs occurrences; the ORM broker keeps the enqueue in our own transaction.
+# timeout must outlast the longest run, and retry must outlast timeout plus time in the queue,
+# or a live task is handed to a second worker (schedules.checks verifies both).
+Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1, maximum=64)
+_longest_run = RUN_MAX_SECONDS + PROVIDER_TIMEOUT_SECONDS * (PROVIDER_MAX_RETRIES + 1)
+Q_TIMEOUT_SECONDS = _longest_run + 60
+Q_RETRY_SECONDS = Q_TIMEOUT_SECONDS + 300
+Q_CLUSTER = {
+    "name": "schedules",
+    "orm": "default",
+    "workers": Q_WORKERS,
+    "timeout": Q_TIMEOUT_SECONDS,
+    "retry": Q_RETRY_SECONDS,
+    "max_attempts": 1,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "poll": 0.5,
+    "recycle": 200,
+    "label": "Task queue",
+}

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("schedules.urls")),
+    path("", include("runs.urls")),
+    path("", include("accounting.urls")),
+]
+
+if settings.SIMULATOR_ENABLED:
+    from runs.views import simulator
+
+    urlpatterns.append(path("simulator/v1/chat/completions", simulator, name="simulator"))

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.forms import ModelForm
+from django.http import HttpRequest
+
+from accounting.admin import ReadOnlyAdmin
+from runs import services
+from runs.limits import InvalidLimits, validate_limits
+from runs.models import Agent, Conversation, Run, TranscriptEntry
+
+
+class AgentForm(ModelForm):  # type: ignore[type-arg]
+    base_url = forms.URLField(
+        required=False, assume_scheme="https", help_text=Agent._meta.get_field("base_url").help_text
+    )
+
+    class Meta:
+        model = Agent
+        fields = (
+            "name",
+            "provider",
+            "model",
+            "base_url",
+            "api_key_setting",
+            "system_prompt",
+            "tools",
+            "input_price_per_mtok",
+            "output_price_per_mtok",
+            "default_limits",
+            "cost_limit",
+            "is_active",
+        )
+
+    def clean_default_limits(self) -> Any:
+        try:
+            return validate_limits(self.cleaned_data["default_limits"]).to_json()
+        except InvalidLimits as exc:
+            raise ValidationError(list(exc.fields.values())) from None
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = AgentForm
+    list_display = (
+        "name",
+        "provider",
+        "model",
+        "input_price_per_mtok",
+        "output_price_per_mtok",
+        "cost_limit",
+        "is_active",
+    )
+    list_filter = ("provider", "is_active")
+    search_fields = ("name", "model")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revisions and runs refer to agents: retire one with is_active instead
+
+
+class TranscriptInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = TranscriptEntry
+    fields = ("seq", "step", "role", "tool_name", "is_error", "content")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "created_at",
+        "owner",
+        "agent",
+        "kind",
+        "status",
+        "failure_reason",
+        "error_class",
+        "provider",
+        "provider_code",
+        "http_status",
+        "steps",
+        "model_calls",
+        "tool_calls",
+        "cost",
+    )
+    list_select_related = ("owner", "agent")
+    list_filter = ("status", "kind", "failure_reason", "error_class", "provider")
+    show_full_result_count = False
+    search_fields = ("=id",)
+    inlines = [TranscriptInline]
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("id", "title", "owner", "created_at")
+    list_select_related = ("owner",)
+    show_full_result_count = False
+    search_fields = ("title",)
+    readonly_fields = ("owner", "title", "metadata", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
+        services.delete_conversation(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for conversation in queryset:
+            services.delete_conversation(conversation)

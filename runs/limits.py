@@ -1,0 +1,239 @@
+"""RunLimits: the one definition and validator of a run's hard limits and synthesis reserves.
+
+Used by the runtime, the schedule policy, the forms, the admin and the API (SPEC §2). Stored as
+one JSON value on each revision and each run; materialization copies the whole value, so a field
+added here later needs no change to any copy.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+)
+
+Dimension = Literal["steps", "model_calls", "tool_calls", "cost"]
+# The order in which a reserve names its dimension (SPEC §3 rule 5).
+DIMENSIONS: tuple[Dimension, ...] = ("steps", "model_calls", "tool_calls", "cost")
+
+MAX_COUNT = 10_000
+MAX_COST = Decimal("100000")
+MONEY_PLACES = 6
+
+
+def format_money(value: Decimal) -> str:
+    """Decimal USD as a JSON string: at least cents ("5.00"), at most 6 places, never exponent form."""
+    exponent = value.normalize().as_tuple().exponent  # Decimal("3.000000") from the database is "3.00"
+    places = min(max(2, -exponent if isinstance(exponent, int) else 2), MONEY_PLACES)
+    return f"{value.quantize(Decimal(1).scaleb(-places)):f}"
+
+
+def parse_money(value: Any, field: str) -> Decimal:
+    """Money arrives as a decimal string or an integer; a float would already have lost cents."""
+    if isinstance(value, (bool, float)):
+        raise ValueError(f'{field} must be a decimal string such as "5.00", not a floating-point number')
+    if isinstance(value, int):
+        value = Decimal(value)
+    if isinstance(value, str):
+        try:
+            value = Decimal(value.strip())
+        except ArithmeticError:
+            raise ValueError(f'{field} must be a decimal amount such as "5.00"') from None
+    if not isinstance(value, Decimal):
+        raise ValueError(f'{field} must be a decimal string such as "5.00"')
+    if not value.is_finite():
+        raise ValueError(f"{field} must be a finite amount")
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and -exponent > MONEY_PLACES:
+        raise ValueError(f"{field} must have at most {MONEY_PLACES} decimal places")
+    if abs(value) >= MAX_COST:
+        raise ValueError(f"{field} must be below {MAX_COST}")
+    return value
+
+
+class RunLimits(BaseModel):
+    """Immutable limits of one run. All-zero reserves mean exactly the pre-reserve behaviour."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_steps: StrictInt = Field(ge=1, le=MAX_COUNT)
+    max_model_calls: StrictInt = Field(ge=1, le=MAX_COUNT)
+    max_tool_calls: StrictInt = Field(ge=0, le=MAX_COUNT)
+    max_cost: Decimal
+    synthesis_reserve_steps: StrictInt = Field(ge=0, le=MAX_COUNT)
+    synthesis_reserve_model_calls: StrictInt = Field(ge=0, le=MAX_COUNT)
+    synthesis_reserve_tool_calls: StrictInt = Field(ge=0, le=MAX_COUNT)
+    synthesis_reserve_cost: Decimal
+
+    @field_validator("max_cost", mode="before")
+    @classmethod
+    def _max_cost_is_positive_money(cls, value: Any) -> Decimal:
+        money = parse_money(value, "max_cost")
+        if money <= 0:
+            raise ValueError("max_cost must be above 0")
+        return money
+
+    @field_validator("synthesis_reserve_cost", mode="before")
+    @classmethod
+    def _reserve_cost_is_money(cls, value: Any) -> Decimal:
+        money = parse_money(value, "synthesis_reserve_cost")
+        if money < 0:
+            raise ValueError("synthesis_reserve_cost must be at least 0")
+        return money
+
+    @field_validator(
+        "synthesis_reserve_steps",
+        "synthesis_reserve_model_calls",
+        "synthesis_reserve_tool_calls",
+        "synthesis_reserve_cost",
+    )
+    @classmethod
+    def _reserve_is_below_its_total(cls, value: int | Decimal, info: ValidationInfo) -> int | Decimal:
+        assert info.field_name is not None
+        total_field = "max_" + info.field_name.removeprefix("synthesis_reserve_")
+        total = info.data.get(total_field)
+        if total is None:  # the total itself was invalid and already has its own message
+            return value
+        if value > 0 and value >= total:
+            shown = (
+                (format_money(value), format_money(total)) if isinstance(value, Decimal) else (value, total)
+            )
+            raise ValueError(f"{info.field_name} must be below {total_field} ({shown[0]} ≥ {shown[1]})")
+        return value
+
+    @field_serializer("max_cost", "synthesis_reserve_cost")
+    def _money_as_string(self, value: Decimal) -> str:
+        return format_money(value)
+
+    # -- reading it ---------------------------------------------------------------------------
+
+    def total(self, dimension: Dimension) -> int | Decimal:
+        return getattr(self, f"max_{dimension}")  # type: ignore[no-any-return]
+
+    def reserve(self, dimension: Dimension) -> int | Decimal:
+        return getattr(self, f"synthesis_reserve_{dimension}")  # type: ignore[no-any-return]
+
+    @property
+    def has_reserves(self) -> bool:
+        return any(self.reserve(d) > 0 for d in DIMENSIONS)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunLimits:
+        return cls.model_validate(data)
+
+
+LIMIT_FIELDS: tuple[str, ...] = tuple(RunLimits.model_fields)
+
+
+class InvalidLimits(ValueError):
+    """Limits that fail validation, with one plain message per field."""
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        self.fields = fields
+        super().__init__("; ".join(fields.values()))
+
+
+def field_errors(exc: ValidationError) -> dict[str, str]:
+    """Pydantic's errors as {field: "field must ..."}: the wording every surface shows."""
+    fields: dict[str, str] = {}
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"] if not isinstance(part, int)]
+        field = ".".join(loc) or "__all__"
+        if field in fields:
+            continue
+        fields[field] = _describe(field, error)
+    return fields
+
+
+def _describe(field: str, error: Any) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    if kind == "missing":
+        return f"{field} is required"
+    if kind == "extra_forbidden":
+        return f"{field} is not a recognised field"
+    if kind == "greater_than_equal":
+        return f"{field} must be at least {ctx['ge']}"
+    if kind == "greater_than":
+        return f"{field} must be above {ctx['gt']}"
+    if kind == "less_than_equal":
+        return f"{field} must be at most {ctx['le']}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"{field} must be a whole number"
+    if kind in ("string_type", "string_too_short"):
+        return f"{field} must be non-empty text"
+    if kind == "timezone_aware":
+        return f"{field} must include a UTC offset, e.g. 2026-09-03T09:00:00+03:00"
+    if kind in ("datetime_parsing", "datetime_from_date_parsing", "datetime_type"):
+        return f"{field} must be an ISO 8601 date and time, e.g. 2026-09-03T09:00:00+03:00"
+    if kind == "string_too_long":
+        return f"{field} must be at most {ctx.get('max_length')} characters"
+    return f"{field}: {error['msg']}"
+
+
+def validate_limits(data: Any) -> RunLimits:
+    """RunLimits from untrusted input, or InvalidLimits naming each bad field."""
+    try:
+        return RunLimits.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidLimits(field_errors(exc)) from None
+
+
+def with_reserves(
+    limits: RunLimits, *, steps: int, model_calls: int, tool_calls: int, cost: Decimal
+) -> RunLimits:
+    """A copy with these reserves, each kept only when strictly below its total, else 0
+    (ADR-0109 decision 2), so a small total still yields a valid definition."""
+
+    def keep(reserve: int | Decimal, total: int | Decimal) -> int | Decimal:
+        return reserve if 0 < reserve < total else type(reserve)(0)
+
+    return limits.model_copy(
+        update={
+            "synthesis_reserve_steps": keep(steps, limits.max_steps),
+            "synthesis_reserve_model_calls": keep(model_calls, limits.max_model_calls),
+            "synthesis_reserve_tool_calls": keep(tool_calls, limits.max_tool_calls),
+            "synthesis_reserve_cost": keep(cost, limits.max_cost),
+        }
+    )
+
+
+class BudgetState(BaseModel):
+    """What the loop may do next, from limits and usage alone (SPEC §3 rules 1-2)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exhausted: Dimension | None  # a hard limit used up: the run fails budget_exhausted
+    synthesis: Dimension | None  # the request is synthesis-only; names the dimension
+
+
+def budget_state(limits: RunLimits, usage: dict[str, int | Decimal]) -> BudgetState:
+    remaining = {d: limits.total(d) - usage[d] for d in DIMENSIONS}
+    exhausted = next((d for d in ("steps", "model_calls", "cost") if remaining[d] <= 0), None)
+    synthesis = next(
+        (d for d in DIMENSIONS if limits.reserve(d) > 0 and remaining[d] <= limits.reserve(d)),
+        None,
+    )
+    if synthesis is None and remaining["tool_calls"] <= 0:
+        synthesis = "tool_calls"  # an exhausted tool budget owes one synthesis-only turn (ADR-0115)
+    return BudgetState(exhausted=exhausted, synthesis=synthesis)  # type: ignore[arg-type]
+
+
+def tool_calls_that_fit(limits: RunLimits, used: int) -> int:
+    """Tool calls a response may still run: the remainder above the tool-call reserve, which
+    stays free for nothing but synthesis (ADR-0078: no tool call inside the reserve)."""
+    return max(0, limits.max_tool_calls - used - limits.synthesis_reserve_tool_calls)

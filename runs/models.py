@@ -1,0 +1,255 @@
+"""Agents, conversations, runs and their transcripts (SPEC §1, §3, §4)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import models
+
+from accounting.models import MoneyField
+from runs.limits import DIMENSIONS, Dimension, RunLimits
+
+
+class Agent(models.Model):
+    """A configured assistant. The API key is never stored: `api_key_setting` names the
+    environment variable that holds it."""
+
+    class Provider(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible Chat Completions"
+        ANTHROPIC = "anthropic", "Anthropic Messages"
+        SIMULATED = "simulated", "Simulated provider"
+
+    name = models.SlugField(max_length=64, unique=True)
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    model = models.CharField(max_length=128)
+    base_url = models.URLField(
+        blank=True, help_text="Provider endpoint. Blank: the provider's default (simulated: in-process)."
+    )
+    api_key_setting = models.CharField(
+        max_length=64, blank=True, help_text="Name of the environment variable holding the API key."
+    )
+    system_prompt = models.TextField(blank=True)
+    tools = models.JSONField(default=list, blank=True, help_text='Enabled tool names, e.g. ["clock.now"].')
+    input_price_per_mtok = MoneyField(help_text="USD per million input tokens.")
+    output_price_per_mtok = MoneyField(help_text="USD per million output tokens.")
+    default_limits = models.JSONField(help_text="RunLimits used when a caller gives none.")
+    cost_limit = MoneyField(
+        null=True, blank=True, help_text="Finite cost limit per run, USD; blank = no finite limit."
+    )
+    is_active = models.BooleanField(default=True, help_text="Retire an agent instead of deleting it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(input_price_per_mtok__gte=0, output_price_per_mtok__gte=0),
+                name="agent_prices_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(cost_limit__isnull=True) | models.Q(cost_limit__gt=0),
+                name="agent_cost_limit_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def limits(self) -> RunLimits:
+        return RunLimits.from_json(self.default_limits)
+
+    def cost_of(self, input_tokens: int, output_tokens: int) -> Decimal:
+        million = Decimal(1_000_000)
+        cost: Decimal = (
+            Decimal(input_tokens) * self.input_price_per_mtok
+            + Decimal(output_tokens) * self.output_price_per_mtok
+        ) / million
+        return cost.quantize(Decimal("0.000001"))
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ConversationQuerySet:
+        return self.filter(owner_id=user.pk)
+
+
+class Conversation(models.Model):
+    """A chat session. Scheduled occurrences each get a new one, named in `metadata`
+    (`schedule_id`, `occurrence_id`, `scheduled_for`)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def schedule_id(self) -> int | None:
+        value = self.metadata.get("schedule_id")
+        return int(value) if value is not None else None
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> RunQuerySet:
+        return self.filter(owner_id=user.pk)
+
+    def in_flight(self) -> RunQuerySet:
+        return self.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+
+
+class Run(models.Model):
+    class Kind(models.TextChoices):
+        INTERACTIVE = "interactive"
+        DELEGATED = "delegated"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class FailureReason(models.TextChoices):
+        BUDGET_EXHAUSTED = "budget_exhausted"
+        SYNTHESIS_RESERVE_VIOLATION = "synthesis_reserve_violation"
+        PROVIDER_ERROR = "provider_error"
+        ADMISSION_DENIED = "admission_denied"
+        TIMEOUT = "timeout"
+        WORKER_LOST = "worker_lost"
+        INTERNAL_ERROR = "internal_error"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERACTIVE)
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
+    prompt = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    limits = models.JSONField()
+
+    steps = models.PositiveIntegerField(default=0)
+    model_calls = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    cost = MoneyField(default=Decimal(0))
+
+    synthesis_dimension = models.CharField(max_length=16, blank=True)
+    synthesis_step = models.PositiveIntegerField(null=True, blank=True)
+    answer = models.TextField(blank=True)
+
+    failure_reason = models.CharField(max_length=32, choices=FailureReason.choices, blank=True)
+    error_class = models.CharField(max_length=64, blank=True)
+    failure_dimension = models.CharField(max_length=16, blank=True)
+    transient = models.BooleanField(null=True, blank=True)
+    provider = models.CharField(max_length=32, blank=True)
+    provider_code = models.CharField(max_length=64, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    provider_parameter = models.CharField(max_length=64, blank=True)
+    failure_message = models.TextField(blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The worker executing the run proves it is alive here; `attempt` names that execution so a
+    # late finisher of an older attempt cannot overwrite what replaced it.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.UUIDField(null=True, blank=True, db_index=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(cost__gte=0), name="run_cost_non_negative"),
+            models.CheckConstraint(
+                condition=models.Q(kind="delegated", parent__isnull=False)
+                | models.Q(kind="interactive", parent__isnull=True),
+                name="run_delegated_has_parent",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status="failed", failure_reason__gt="")
+                | (~models.Q(status="failed") & models.Q(failure_reason="")),
+                name="run_failure_reason_iff_failed",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(http_status__isnull=True)
+                | models.Q(http_status__gte=100, http_status__lte=599),
+                name="run_http_status_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def run_limits(self) -> RunLimits:
+        return RunLimits.from_json(self.limits)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    def used(self, dimension: Dimension) -> int | Decimal:
+        return getattr(self, dimension)  # type: ignore[no-any-return]
+
+    def usage(self) -> dict[str, Any]:
+        return {d: self.used(d) for d in DIMENSIONS}
+
+    def failure_summary(self) -> dict[str, Any] | None:
+        """The content-free classification: what `schedule.run_accounted` carries (SPEC §5)."""
+        if self.status != self.Status.FAILED:
+            return None
+        failure: dict[str, Any] = {"reason": self.failure_reason, "error_class": self.error_class}
+        for key in ("provider", "provider_code", "provider_parameter"):
+            if getattr(self, key):
+                failure[key] = getattr(self, key)
+        if self.http_status is not None:
+            failure["http_status"] = self.http_status
+        return failure
+
+
+class TranscriptEntry(models.Model):
+    """One message of a run: the prompt, each model response, each tool result. The volatile
+    synthesis instruction is never one of these (ADR-0078 decision 2)."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transcript")
+    seq = models.PositiveIntegerField()
+    step = models.PositiveIntegerField(default=0)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    tool_name = models.CharField(max_length=64, blank=True)
+    is_error = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="transcript_run_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.seq} of run {self.run_id}"

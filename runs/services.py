@@ -1,0 +1,217 @@
+"""Run state transitions. Every terminal write goes through `finish_run`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from accounting import ledger
+from runs.failures import Outcome, WorkerLost
+from runs.limits import DIMENSIONS, RunLimits, with_reserves
+from runs.models import Agent, Conversation, Run, TranscriptEntry
+from runs.signals import run_finished
+
+logger = logging.getLogger(__name__)
+
+MAX_FAILURE_MESSAGE = 2000
+
+
+class ConversationBusy(Exception):
+    """The conversation has a run in flight; cancel it before deleting."""
+
+
+def interactive_limits(agent: Agent) -> RunLimits:
+    """Defaults for an interactive run whose caller gave none (ADR-0115): the agent's totals,
+    its finite cost limit, and the configured reserves, each kept only below its total."""
+    base = agent.limits
+    if agent.cost_limit is not None and agent.cost_limit < base.max_cost:
+        base = base.model_copy(update={"max_cost": agent.cost_limit})
+    cost_reserve = (base.max_cost * settings.INTERACTIVE_RESERVE_COST_FRACTION).quantize(Decimal("0.000001"))
+    return with_reserves(
+        base,
+        steps=settings.INTERACTIVE_RESERVE_STEPS,
+        model_calls=settings.INTERACTIVE_RESERVE_MODEL_CALLS,
+        tool_calls=settings.INTERACTIVE_RESERVE_TOOL_CALLS,
+        cost=cost_reserve,
+    )
+
+
+def create_run(
+    owner_id: int,
+    agent: Agent,
+    prompt: str,
+    *,
+    conversation: Conversation,
+    limits: RunLimits,
+    kind: str = Run.Kind.INTERACTIVE,
+    parent: Run | None = None,
+    attempt: uuid.UUID | None = None,
+) -> Run:
+    """A new run with its complete limits copied and its prompt as the first transcript entry.
+    With `attempt`, the run is created already claimed (running) by that attempt."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            owner_id=owner_id,
+            conversation=conversation,
+            agent=agent,
+            kind=kind,
+            parent=parent,
+            prompt=prompt,
+            limits=limits.to_json(),
+            status=Run.Status.RUNNING if attempt else Run.Status.QUEUED,
+            attempt=attempt,
+            started_at=now if attempt else None,
+            heartbeat_at=now if attempt else None,
+        )
+        TranscriptEntry.objects.create(run=run, seq=0, role=TranscriptEntry.Role.USER, content=prompt)
+    return run
+
+
+def start_interactive_run(
+    owner_id: int,
+    agent: Agent,
+    prompt: str,
+    *,
+    conversation: Conversation | None = None,
+    limits: RunLimits | None = None,
+) -> Run:
+    """A queued interactive run, in a new conversation unless one is given."""
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
+        return create_run(
+            owner_id, agent, prompt, conversation=conversation, limits=limits or interactive_limits(agent)
+        )
+
+
+def claim_run(run: Run) -> uuid.UUID | None:
+    """queued -> running under a new attempt id; None if someone else has it."""
+    attempt = uuid.uuid4()
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, attempt=attempt, started_at=now, heartbeat_at=now
+    )
+    if claimed != 1:
+        return None
+    run.refresh_from_db()
+    return attempt
+
+
+def finish_run(run: Run, outcome: Outcome, *, attempt: uuid.UUID | None = None) -> bool:
+    """Write a run's terminal state, release its reservation and tell receivers, in one
+    transaction. Compare-and-swap: True only for the call that finished it; a stale attempt
+    (reaped, or cancelled meanwhile) changes nothing."""
+    now = timezone.now()
+    fields: dict[str, object] = {"status": outcome.status, "finished_at": now, "answer": outcome.answer}
+    failure = outcome.failure
+    if failure is not None:
+        diagnostics = failure.diagnostics
+        fields.update(
+            failure_reason=failure.reason,
+            error_class=failure.error_class,
+            failure_dimension=failure.dimension,
+            transient=failure.transient,
+            provider=diagnostics.provider,
+            provider_code=diagnostics.provider_code,
+            http_status=diagnostics.http_status,
+            provider_parameter=diagnostics.provider_parameter,
+            failure_message=failure.message[:MAX_FAILURE_MESSAGE],
+        )
+    with transaction.atomic():
+        in_flight = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        if attempt is not None:
+            in_flight = in_flight.filter(attempt=attempt)
+        if in_flight.update(**fields) != 1:
+            return False
+        ledger.release(run.pk, now=now)
+        run.refresh_from_db()
+        run_finished.send(sender=Run, run=run)
+    return True
+
+
+def cancel_run(run: Run) -> bool:
+    """Cancel a run and its in-flight delegated children. The loop stops before its next
+    request. Idempotent: False when it had already ended."""
+    with transaction.atomic():
+        children = list(run.children.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]))
+        for child in children:
+            cancel_run(child)
+        return finish_run(run, Outcome(status=Run.Status.CANCELLED))
+
+
+def heartbeat(attempt: uuid.UUID) -> int:
+    """Every in-flight run of this attempt (a run and its delegated children) is alive."""
+    return Run.objects.filter(attempt=attempt, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+
+
+@contextlib.contextmanager
+def keep_alive(attempt: uuid.UUID | None) -> Iterator[None]:
+    """Heartbeat from a background thread while the body runs, so a long provider call is not
+    mistaken for a dead worker. The thread's own database connection is closed when it stops."""
+    if attempt is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.RUN_HEARTBEAT_SECONDS):
+                try:
+                    heartbeat(attempt)
+                except Exception:  # a missed beat is retried; the lease allows several
+                    logger.warning("heartbeat failed for attempt %s", attempt, exc_info=True)
+                    close_old_connections()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{attempt}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def lost_runs(now: datetime) -> list[Run]:
+    lease = timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=now - lease).order_by("id"))
+
+
+def fail_lost_runs(*, now: datetime | None = None) -> list[int]:
+    """Fail runs whose worker stopped heartbeating (SPEC §5). Idempotent; returns the run ids it
+    failed. The failure counts like any other and the reservation is released."""
+    now = now or timezone.now()
+    failed: list[int] = []
+    for run in lost_runs(now):
+        silent = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
+        failure = WorkerLost(f"The worker stopped sending heartbeats ({silent} s without one).")
+        if finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure), attempt=run.attempt):
+            failed.append(run.pk)
+    return failed
+
+
+def delete_conversation(conversation: Conversation) -> int:
+    """Delete a conversation with its runs, transcripts and failure records. Spend and
+    accounting events stay (they hold ids, not rows). Returns the number of runs deleted."""
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        if locked.runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists():
+            raise ConversationBusy(conversation)
+        count = locked.runs.count()
+        locked.delete()
+    return count
+
+
+def usage_of(run: Run) -> dict[str, int | Decimal]:
+    return {d: run.used(d) for d in DIMENSIONS}

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import AppConfig
+
+
+class SchedulesConfig(AppConfig):
+    name = "schedules"
+    verbose_name = "Schedules"
+
+    def ready(self) -> None:
+        from runs.signals import run_finished
+        from schedules import checks  # noqa: F401  (registers the system checks)
+        from schedules.tools import register_schedule_tools
+
+        run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
+        register_schedule_tools()
+
+
+def _record_run_outcome(sender: Any, run: Any, **kwargs: Any) -> None:
+    from schedules.services import record_run_outcome
+
+    record_run_outcome(run)

@@ -1,0 +1,286 @@
+"""Schedules, their immutable revisions, occurrences, the pause/resume audit, and API tokens."""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import models
+
+from accounting.models import AccountingEvent, AppendOnlyModel
+from runs.limits import RunLimits
+from runs.models import Agent, Run
+from schedules import recurrence
+
+
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ScheduleQuerySet:
+        return self.filter(owner_id=user.pk)
+
+    def due(self, now: datetime) -> ScheduleQuerySet:
+        return self.filter(status=Schedule.Status.ACTIVE, next_occurrence_at__lte=now)
+
+
+class Schedule(models.Model):
+    class Kind(models.TextChoices):
+        ONE_TIME = "one_time", "One-time"
+        RECURRING = "recurring", "Recurring"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="schedules")
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    next_occurrence_at = models.DateTimeField(null=True, blank=True)
+    # Pointers to append-only rows, so the list page reads each with one join: the revision in
+    # force, the pause in force (null unless paused) and the newest accounted run. DO_NOTHING
+    # because those rows only ever go away together with this schedule, and the (deferred)
+    # foreign keys are checked at commit, when both are gone.
+    current_revision = models.ForeignKey(
+        "ScheduleRevision", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
+    pause = models.ForeignKey(
+        "PauseEvent", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
+    last_event = models.ForeignKey(
+        AccountingEvent, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScheduleQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["title", "id"]
+        indexes = [
+            models.Index(fields=["status", "next_occurrence_at"], name="schedule_due"),
+            models.Index(fields=["owner", "status"], name="schedule_owner_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(status="paused") | models.Q(pause__isnull=False),
+                name="schedule_paused_has_pause_record",
+            ),
+        ]
+        permissions = [("pin_revision", "Can pin an explicit schedule revision (limits and failure limit)")]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def revision(self) -> ScheduleRevision:
+        assert self.current_revision is not None
+        return self.current_revision
+
+    def next_slot_after(self, moment: datetime) -> datetime | None:
+        """The next slot strictly after `moment`; a one-time schedule's only slot, if still ahead."""
+        revision = self.revision
+        if self.kind == self.Kind.ONE_TIME:
+            return revision.run_at if revision.run_at and revision.run_at > moment else None
+        cron = recurrence.parse_cron(revision.cron)
+        return recurrence.next_slot(cron, recurrence.parse_timezone(revision.timezone), moment)
+
+
+class ScheduleRevision(AppendOnlyModel):
+    """An immutable, numbered definition. Existing revisions keep their pinned values forever."""
+
+    class Path(models.TextChoices):
+        CREATE = "schedule.create"
+        UPDATE = "schedule.update"
+        EXPLICIT = "explicit"
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    path = models.CharField(max_length=32, choices=Path.choices)
+    via = models.CharField(
+        max_length=32, help_text="Where the change came from: chat, dashboard, admin, api, demo."
+    )
+    reason = models.TextField(blank=True)
+    title = models.CharField(max_length=200)
+    prompt = models.TextField()
+    cron = models.CharField(max_length=120, blank=True)
+    timezone = models.CharField(max_length=64)
+    run_at = models.DateTimeField(null=True, blank=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    limits = models.JSONField()
+    max_consecutive_failures = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["schedule", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "number"], name="revision_number_unique"),
+            models.CheckConstraint(condition=models.Q(number__gte=1), name="revision_number_positive"),
+            models.CheckConstraint(
+                condition=models.Q(max_consecutive_failures__gte=1), name="revision_failure_limit_positive"
+            ),
+            models.CheckConstraint(
+                condition=(models.Q(cron="") & models.Q(run_at__isnull=False))
+                | (~models.Q(cron="") & models.Q(run_at__isnull=True)),
+                name="revision_cron_xor_run_at",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(path="explicit") | ~models.Q(reason=""),
+                name="revision_explicit_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} revision {self.number}"
+
+    @property
+    def run_limits(self) -> RunLimits:
+        return RunLimits.from_json(self.limits)
+
+    @property
+    def cadence(self) -> str:
+        if self.run_at:
+            local = self.run_at.astimezone(zoneinfo.ZoneInfo(self.timezone))
+            return f"Once, {local:%d %b %Y at %H:%M}, {self.timezone}"
+        return recurrence.describe(self.cron, self.timezone)
+
+
+class OccurrenceQuerySet(models.QuerySet["Occurrence"]):
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> OccurrenceQuerySet:
+        return self.filter(schedule__owner_id=user.pk)
+
+
+class Occurrence(models.Model):
+    """One due slot of a schedule. Unique per (schedule, scheduled_for): no slot runs twice."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        MISSED = "missed"
+        SKIPPED = "skipped"
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="occurrences")
+    scheduled_for = models.DateTimeField()
+    revision = models.ForeignKey(ScheduleRevision, on_delete=models.CASCADE, related_name="occurrences")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Set by the worker that claims the occurrence; its run carries the same attempt id.
+    attempt = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = OccurrenceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-scheduled_for", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "scheduled_for"], name="occurrence_slot_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["schedule", "-scheduled_for"], name="occurrence_schedule_newest"),
+            models.Index(
+                fields=["outcome"],
+                name="occurrence_in_flight",
+                condition=models.Q(outcome__in=["pending", "running"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} @ {self.scheduled_for:%Y-%m-%d %H:%M} ({self.outcome})"
+
+
+class PauseEvent(AppendOnlyModel):
+    """The audit of every pause and resume: who (null = the system), when, why, and the count."""
+
+    class Action(models.TextChoices):
+        PAUSE = "pause"
+        RESUME = "resume"
+
+    class Reason(models.TextChoices):
+        FAILURE_LIMIT = "failure_limit", "failure limit"
+        OWNER = "owner", "owner"
+        ADMIN = "admin", "admin"
+        INVALID_DEFINITION = "invalid_definition", "invalid definition"
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="pause_events")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    reason = models.CharField(max_length=32, choices=Reason.choices, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    run_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The run that tripped a failure-limit pause."
+    )
+    failures_at_event = models.PositiveIntegerField()
+    failure_limit = models.PositiveIntegerField()
+    detail = models.CharField(max_length=300, blank=True, help_text="Sanitized diagnostic, never content.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(action="resume", reason="") | models.Q(action="pause", reason__gt=""),
+                name="pause_event_reason_iff_pause",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.reason} schedule {self.schedule_id}"
+
+    @property
+    def by_system(self) -> bool:
+        return self.actor_id is None
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API. Only the SHA-256 of the secret is stored; the secret is
+    shown once when the token is created."""
+
+    class Scope(models.TextChoices):
+        READ = "read"
+        WRITE = "write"
+        PIN_REVISION = "pin_revision"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="The first characters, to recognise a token.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+def revision_snapshot(revision: ScheduleRevision) -> dict[str, Any]:
+    """The comparable fields of a revision, for diffs on the dashboard and the pin page."""
+    return {
+        "title": revision.title,
+        "prompt": revision.prompt,
+        "cadence": revision.cadence,
+        "agent": revision.agent.name,
+        "max_consecutive_failures": revision.max_consecutive_failures,
+        **revision.limits,
+    }

@@ -1,0 +1,136 @@
+"""Pydantic bodies for schedule writes, shared by the dashboard forms, the chat tools and the API.
+
+Per-field rules live here; rules that need the database or the clock (the agent exists, `run_at`
+is ahead) live in the services, which report them in the same {field: message} shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from django.conf import settings
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+
+from runs.limits import LIMIT_FIELDS, RunLimits, field_errors
+from schedules import recurrence
+
+MAX_FAILURE_LIMIT = 100
+T = TypeVar("T", bound=BaseModel)
+
+
+class InvalidSchedule(ValueError):
+    """A schedule write that was refused; `fields` maps each field to a plain message."""
+
+    code = "invalid"
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        self.fields = fields
+        super().__init__("; ".join(fields.values()))
+
+
+class LimitsNotUpdatable(InvalidSchedule):
+    """schedule.update may not touch limits or the failure limit (ADR-0109 decision 4)."""
+
+    code = "limits_not_updatable"
+
+
+NOT_UPDATABLE = frozenset({*LIMIT_FIELDS, "limits", "max_consecutive_failures", "consecutive_failures"})
+NOT_UPDATABLE_MESSAGE = (
+    "{field} cannot be changed by schedule.update: limits and the failure limit change only through an "
+    "explicit revision by an authorized admin or API client"
+)
+
+
+def _check_prompt(value: str) -> str:
+    if len(value) > settings.SCHEDULE_MAX_PROMPT_CHARS:
+        raise ValueError(f"prompt must be at most {settings.SCHEDULE_MAX_PROMPT_CHARS} characters")
+    return value
+
+
+def _check_timezone(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            recurrence.parse_timezone(value)
+        except recurrence.InvalidRecurrence as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+def _check_cron(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return recurrence.parse_cron(value).expression
+    except recurrence.InvalidRecurrence as exc:
+        raise ValueError(str(exc)) from None
+
+
+class ScheduleCreate(BaseModel):
+    """Either `run_at` (one-time) or `cron` + `timezone` (recurring). Limits are never given:
+    the schedule.create policy pins them."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    title: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(min_length=1)
+    agent: str = Field(min_length=1, max_length=64)
+    run_at: AwareDatetime | None = None
+    cron: str | None = Field(default=None, max_length=120)
+    timezone: str | None = Field(default=None, max_length=64)
+
+    _prompt = field_validator("prompt")(_check_prompt)
+    _timezone = field_validator("timezone")(_check_timezone)
+    _cron = field_validator("cron")(_check_cron)
+
+
+class ScheduleUpdate(BaseModel):
+    """schedule.update: title, prompt, recurrence and time zone; nothing else."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    prompt: str | None = Field(default=None, min_length=1)
+    run_at: AwareDatetime | None = None
+    cron: str | None = Field(default=None, max_length=120)
+    timezone: str | None = Field(default=None, max_length=64)
+
+    _prompt = field_validator("prompt")(lambda v: v if v is None else _check_prompt(v))
+    _timezone = field_validator("timezone")(_check_timezone)
+    _cron = field_validator("cron")(_check_cron)
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+class ExplicitRevision(BaseModel):
+    """An explicit revision: complete limits, the failure limit and a required reason."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    limits: RunLimits
+    max_consecutive_failures: StrictInt = Field(ge=1, le=MAX_FAILURE_LIMIT)
+    reason: str = Field(min_length=1, max_length=1000)
+
+
+def parse_create(data: Any) -> ScheduleCreate:
+    return _parse(ScheduleCreate, data)
+
+
+def parse_update(data: Any) -> ScheduleUpdate:
+    """Refuses limit fields with LimitsNotUpdatable before any other validation."""
+    if isinstance(data, dict):
+        touched = sorted(key for key in data if key in NOT_UPDATABLE)
+        if touched:
+            raise LimitsNotUpdatable({key: NOT_UPDATABLE_MESSAGE.format(field=key) for key in touched})
+    return _parse(ScheduleUpdate, data)
+
+
+def parse_explicit(data: Any) -> ExplicitRevision:
+    return _parse(ExplicitRevision, data)
+
+
+def _parse(model: type[T], data: Any) -> T:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidSchedule(field_errors(exc)) from None

@@ -1,0 +1,438 @@
+"""Every schedule state transition, each one transaction with its audit row (SPEC §5, ADR-0109).
+
+Views, admin actions, API handlers, chat tools and tasks parse input, check ownership and call
+exactly one of these.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from accounting import ledger
+from runs.limits import RunLimits, format_money, validate_limits, with_reserves
+from runs.models import Agent, Run
+from schedules import recurrence
+from schedules.models import Occurrence, PauseEvent, Schedule, ScheduleRevision
+from schedules.schemas import ExplicitRevision, InvalidSchedule, ScheduleCreate, ScheduleUpdate
+
+# The schedule.create policy (ADR-0109 decisions 1 and 2).
+CREATE_FAILURE_LIMIT = 2
+CREATE_DEFAULT_COST = Decimal("5.00")  # when the agent has no finite cost limit
+CREATE_RESERVE_STEPS = 2
+CREATE_RESERVE_MODEL_CALLS = 2
+CREATE_RESERVE_TOOL_CALLS = 0
+CREATE_RESERVE_COST = Decimal("1.00")
+
+PIN_PERMISSION = "schedules.pin_revision"
+
+
+class NotActive(Exception):
+    """Only an active schedule can be paused."""
+
+
+class NotPaused(Exception):
+    """Only a paused schedule can be resumed."""
+
+
+class ScheduleCompleted(Exception):
+    """A completed schedule cannot be edited."""
+
+
+def _user_id(user: AbstractBaseUser | None) -> int | None:
+    return int(user.pk) if user is not None and user.pk is not None else None
+
+
+# -- definitions ----------------------------------------------------------------------------------
+
+
+def create_policy_limits(agent: Agent, owner_id: int) -> RunLimits:
+    """What schedule.create pins: cost = min(agent's finite cost or USD 5, the schedule cost
+    ceiling); reserves of 2 steps, 2 model calls and USD 1, each kept only when strictly below its
+    total; the agent's defaults for everything else."""
+    ceiling = ledger.budget_for(owner_id).effective_schedule_cost_ceiling
+    agent_cost = agent.cost_limit if agent.cost_limit is not None else CREATE_DEFAULT_COST
+    base = agent.limits.model_copy(update={"max_cost": min(agent_cost, ceiling)})
+    pinned = with_reserves(
+        base,
+        steps=CREATE_RESERVE_STEPS,
+        model_calls=CREATE_RESERVE_MODEL_CALLS,
+        tool_calls=CREATE_RESERVE_TOOL_CALLS,
+        cost=CREATE_RESERVE_COST,
+    )
+    return validate_limits(pinned.to_json())  # model_copy skips validation; the pinned value must not
+
+
+def _active_agent(name: str) -> Agent:
+    agent = Agent.objects.filter(name=name, is_active=True).first()
+    if agent is None:
+        raise InvalidSchedule({"agent": f"there is no active agent named {name!r}"})
+    return agent
+
+
+def _check_recurrence(kind: str, cron: str, tz: str, run_at: datetime | None, now: datetime) -> datetime:
+    """The first slot of a definition, or InvalidSchedule naming the field at fault."""
+    if kind == Schedule.Kind.ONE_TIME:
+        assert run_at is not None
+        if run_at <= now:
+            raise InvalidSchedule({"run_at": "run_at must be in the future"})
+        return run_at
+    try:
+        recurrence.validate(cron, tz, now=now)
+    except recurrence.InvalidRecurrence as exc:
+        raise InvalidSchedule({"cron": str(exc)}) from None
+    first = recurrence.next_slot(recurrence.parse_cron(cron), recurrence.parse_timezone(tz), now)
+    assert first is not None
+    return first
+
+
+def create_schedule(
+    owner: AbstractBaseUser, data: ScheduleCreate, *, via: str, now: datetime | None = None
+) -> Schedule:
+    """schedule.create: the owner's new schedule with revision 1 pinned by the policy."""
+    now = now or timezone.now()
+    owner_id = _user_id(owner)
+    assert owner_id is not None
+    if data.run_at is not None and data.cron is not None:
+        raise InvalidSchedule(
+            {"cron": "give either run_at (one-time) or cron and timezone (recurring), not both"}
+        )
+    if data.run_at is None and data.cron is None:
+        raise InvalidSchedule(
+            {"cron": "give run_at for a one-time schedule, or cron and timezone for a recurring one"}
+        )
+    if data.cron is not None and data.timezone is None:
+        raise InvalidSchedule(
+            {"timezone": "timezone is required with cron (an IANA name such as Europe/Riga)"}
+        )
+    agent = _active_agent(data.agent)
+    kind = Schedule.Kind.ONE_TIME if data.run_at is not None else Schedule.Kind.RECURRING
+    tz = data.timezone or ledger.budget_for(owner_id).timezone
+    cron = data.cron or ""
+    first_slot = _check_recurrence(kind, cron, tz, data.run_at, now)
+    limits = create_policy_limits(agent, owner_id)
+    with transaction.atomic():
+        schedule = Schedule.objects.create(
+            owner_id=owner_id,
+            title=data.title,
+            kind=kind,
+            status=Schedule.Status.ACTIVE,
+            next_occurrence_at=first_slot,
+        )
+        revision = ScheduleRevision.objects.create(
+            schedule=schedule,
+            number=1,
+            created_at=now,
+            created_by_id=owner_id,
+            path=ScheduleRevision.Path.CREATE,
+            via=via,
+            title=data.title,
+            prompt=data.prompt,
+            cron=cron,
+            timezone=tz,
+            run_at=data.run_at,
+            agent=agent,
+            limits=limits.to_json(),
+            max_consecutive_failures=CREATE_FAILURE_LIMIT,
+        )
+        Schedule.objects.filter(pk=schedule.pk).update(current_revision=revision)
+    schedule.current_revision = revision
+    return schedule
+
+
+def _next_revision(
+    schedule: Schedule, *, by: AbstractBaseUser | None, now: datetime, **fields: Any
+) -> ScheduleRevision:
+    """Revision n+1 copying the current one, with `fields` changed. Caller holds the row lock."""
+    current = schedule.revision
+    values = {
+        "title": current.title,
+        "prompt": current.prompt,
+        "cron": current.cron,
+        "timezone": current.timezone,
+        "run_at": current.run_at,
+        "agent_id": current.agent_id,
+        "limits": current.limits,
+        "max_consecutive_failures": current.max_consecutive_failures,
+        "reason": "",
+        **fields,
+    }
+    return ScheduleRevision.objects.create(
+        schedule=schedule, number=current.number + 1, created_at=now, created_by_id=_user_id(by), **values
+    )
+
+
+def _locked(schedule: Schedule) -> Schedule:
+    return (
+        Schedule.objects.select_for_update(of=("self",))
+        .select_related("current_revision")
+        .get(pk=schedule.pk)
+    )
+
+
+def update_schedule(
+    schedule: Schedule, data: ScheduleUpdate, *, by: AbstractBaseUser, via: str, now: datetime | None = None
+) -> Schedule:
+    """schedule.update: a new revision with title, prompt, recurrence or time zone changed, limits
+    and failure limit copied. No revision when nothing changes. The count is untouched."""
+    now = now or timezone.now()
+    changes = data.changes()
+    with transaction.atomic():
+        locked = _locked(schedule)
+        if locked.status == Schedule.Status.COMPLETED:
+            raise ScheduleCompleted(schedule)
+        current = locked.revision
+        if locked.kind == Schedule.Kind.ONE_TIME and "cron" in changes:
+            raise InvalidSchedule({"cron": "a one-time schedule has run_at, not cron"})
+        if locked.kind == Schedule.Kind.RECURRING and "run_at" in changes:
+            raise InvalidSchedule({"run_at": "a recurring schedule has cron, not run_at"})
+        for field in ("title", "prompt", "cron", "timezone", "run_at"):
+            if field in changes and changes[field] is None:
+                raise InvalidSchedule({field: f"{field} cannot be empty"})
+        merged = {
+            field: changes.get(field, getattr(current, field))
+            for field in ("title", "prompt", "cron", "timezone", "run_at")
+        }
+        if all(merged[field] == getattr(current, field) for field in merged):
+            return locked
+        recurrence_changed = any(merged[f] != getattr(current, f) for f in ("cron", "timezone", "run_at"))
+        first_slot = None
+        if recurrence_changed:
+            first_slot = _check_recurrence(
+                locked.kind, merged["cron"], merged["timezone"], merged["run_at"], now
+            )
+        revision = _next_revision(
+            locked, by=by, now=now, path=ScheduleRevision.Path.UPDATE, via=via, **merged
+        )
+        update: dict[str, Any] = {"current_revision": revision, "title": merged["title"]}
+        if recurrence_changed and locked.status == Schedule.Status.ACTIVE:
+            update["next_occurrence_at"] = first_slot
+        Schedule.objects.filter(pk=locked.pk).update(**update)
+    locked.refresh_from_db()
+    return locked
+
+
+def pin_revision(
+    schedule: Schedule, data: ExplicitRevision, *, by: AbstractBaseUser, via: str, now: datetime | None = None
+) -> ScheduleRevision:
+    """An explicit revision: the only way limits or the failure limit change (ADR-0109 decision 4).
+    Earlier revisions and already materialized runs keep their values."""
+    if not by.has_perm(PIN_PERMISSION):  # type: ignore[attr-defined]
+        raise PermissionDenied("Pinning a revision needs the pin_revision permission.")
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _locked(schedule)
+        revision = _next_revision(
+            locked,
+            by=by,
+            now=now,
+            path=ScheduleRevision.Path.EXPLICIT,
+            via=via,
+            reason=data.reason,
+            limits=data.limits.to_json(),
+            max_consecutive_failures=data.max_consecutive_failures,
+        )
+        Schedule.objects.filter(pk=locked.pk).update(current_revision=revision)
+    return revision
+
+
+# -- pause and resume ---------------------------------------------------------------------------
+
+
+def _pause_locked(
+    schedule: Schedule,
+    *,
+    reason: str,
+    actor_id: int | None,
+    now: datetime,
+    run_id: int | None = None,
+    detail: str = "",
+    failure_limit: int | None = None,
+) -> PauseEvent:
+    event = PauseEvent.objects.create(
+        schedule=schedule,
+        action=PauseEvent.Action.PAUSE,
+        reason=reason,
+        actor_id=actor_id,
+        run_id=run_id,
+        failures_at_event=schedule.consecutive_failures,
+        failure_limit=failure_limit or schedule.revision.max_consecutive_failures,
+        detail=detail[:300],
+        created_at=now,
+    )
+    Schedule.objects.filter(pk=schedule.pk).update(status=Schedule.Status.PAUSED, pause=event)
+    return event
+
+
+def pause_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime | None = None) -> Schedule:
+    """active -> paused, reason `owner`, or `admin` when staff pause someone else's schedule.
+    Raises NotActive otherwise, so a double click gives one transition."""
+    reason = PauseEvent.Reason.OWNER
+    if _user_id(by) != schedule.owner_id and getattr(by, "is_staff", False):
+        reason = PauseEvent.Reason.ADMIN
+    with transaction.atomic():
+        locked = (
+            Schedule.objects.select_for_update(of=("self",))
+            .select_related("current_revision")
+            .filter(pk=schedule.pk, status=Schedule.Status.ACTIVE)
+            .first()
+        )
+        if locked is None:
+            raise NotActive(schedule)
+        now = now or timezone.now()  # after the lock, so audit times follow commit order
+        _pause_locked(locked, reason=reason, actor_id=_user_id(by), now=now)
+    schedule.refresh_from_db()
+    return schedule
+
+
+def pause_for_invalid_definition(schedule: Schedule, *, detail: str, now: datetime | None = None) -> bool:
+    """The system pauses an active schedule it cannot materialize, with a sanitized reason."""
+    with transaction.atomic():
+        locked = (
+            Schedule.objects.select_for_update(of=("self",))
+            .select_related("current_revision")
+            .filter(pk=schedule.pk, status=Schedule.Status.ACTIVE)
+            .first()
+        )
+        if locked is None:
+            return False
+        now = now or timezone.now()  # after the lock, so audit times follow commit order
+        _pause_locked(
+            locked, reason=PauseEvent.Reason.INVALID_DEFINITION, actor_id=None, now=now, detail=detail
+        )
+    return True
+
+
+def resume_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime | None = None) -> Schedule:
+    """paused -> active. Keeps consecutive_failures (ADR-0109): until a run completes, the next
+    failure pauses it again. The next slot is computed after now: no backfill. Raises NotPaused."""
+    with transaction.atomic():
+        locked = (
+            Schedule.objects.select_for_update(of=("self",))
+            .select_related("current_revision")
+            .filter(pk=schedule.pk, status=Schedule.Status.PAUSED)
+            .first()
+        )
+        if locked is None:
+            raise NotPaused(schedule)
+        now = now or timezone.now()  # after the lock, so audit times follow commit order
+        revision = locked.revision
+        if locked.kind == Schedule.Kind.ONE_TIME:
+            # Its only slot: if it passed while paused, the tick records it missed (grace window).
+            next_at = revision.run_at
+        else:
+            try:
+                next_at = locked.next_slot_after(now)
+            except recurrence.InvalidRecurrence:
+                next_at = None  # the tick pauses it again with the reason
+        PauseEvent.objects.create(
+            schedule=locked,
+            action=PauseEvent.Action.RESUME,
+            actor_id=_user_id(by),
+            failures_at_event=locked.consecutive_failures,
+            failure_limit=revision.max_consecutive_failures,
+            created_at=now,
+        )
+        Schedule.objects.filter(pk=locked.pk).update(
+            status=Schedule.Status.ACTIVE, pause=None, next_occurrence_at=next_at
+        )
+    schedule.refresh_from_db()
+    return schedule
+
+
+# -- outcomes -----------------------------------------------------------------------------------
+
+_OUTCOME_OF: dict[str, str] = {
+    Run.Status.COMPLETED: Occurrence.Outcome.COMPLETED,
+    Run.Status.FAILED: Occurrence.Outcome.FAILED,
+    Run.Status.CANCELLED: Occurrence.Outcome.CANCELLED,
+}
+
+
+def run_accounted_payload(occurrence: Occurrence, run: Run) -> dict[str, Any]:
+    """The content-free body of `schedule.run_accounted` (SPEC §5, ADR-0109 decision 3)."""
+    return {
+        "event": "schedule.run_accounted",
+        "schedule_id": occurrence.schedule_id,
+        "occurrence_id": occurrence.pk,
+        "scheduled_for": occurrence.scheduled_for.isoformat(),
+        "revision": occurrence.revision.number,
+        "run_id": run.pk,
+        "status": run.status,
+        "usage": {
+            "steps": run.steps,
+            "model_calls": run.model_calls,
+            "tool_calls": run.tool_calls,
+            "cost": format_money(run.cost),
+        },
+        "failure": run.failure_summary(),
+    }
+
+
+def record_run_outcome(run: Run, *, now: datetime | None = None) -> Occurrence | None:
+    """A scheduled run ended: record the occurrence outcome, count it, pause at the failure limit,
+    complete a one-time schedule, and write `schedule.run_accounted`.
+
+    Called inside the transaction that writes the run's terminal state (runs.signals), so the
+    event and the count can never disagree with the run. Not a scheduled run: does nothing.
+    """
+    occurrence = (
+        Occurrence.objects.select_for_update(of=("self",))
+        .select_related("revision")
+        .filter(run_id=run.pk)
+        .first()
+    )
+    if occurrence is None:
+        return None
+    schedule = (
+        Schedule.objects.select_for_update(of=("self",))
+        .select_related("current_revision")
+        .get(pk=occurrence.schedule_id)
+    )
+    now = now or timezone.now()
+    outcome = _OUTCOME_OF.get(run.status)
+    if outcome is None:
+        return occurrence
+    Occurrence.objects.filter(pk=occurrence.pk).update(outcome=outcome, finished_at=now)
+    occurrence.outcome = outcome
+
+    failures = schedule.consecutive_failures
+    if run.status == Run.Status.COMPLETED:
+        failures = 0
+    elif run.status == Run.Status.FAILED:
+        failures += 1
+    schedule.consecutive_failures = failures
+    event = ledger.record_run_accounted(
+        owner_id=schedule.owner_id,
+        schedule_id=schedule.pk,
+        run_id=run.pk,
+        payload=run_accounted_payload(occurrence, run),
+        at=now,
+    )
+    Schedule.objects.filter(pk=schedule.pk).update(consecutive_failures=failures, last_event=event)
+
+    if schedule.kind == Schedule.Kind.ONE_TIME:
+        # Its only occurrence ran, whatever the outcome (which is still counted above).
+        Schedule.objects.filter(pk=schedule.pk).exclude(status=Schedule.Status.COMPLETED).update(
+            status=Schedule.Status.COMPLETED, pause=None, next_occurrence_at=None
+        )
+    elif (
+        run.status == Run.Status.FAILED
+        and failures >= occurrence.revision.max_consecutive_failures
+        and schedule.status == Schedule.Status.ACTIVE
+    ):
+        _pause_locked(
+            schedule,
+            reason=PauseEvent.Reason.FAILURE_LIMIT,
+            actor_id=None,
+            now=now,
+            run_id=run.pk,
+            failure_limit=occurrence.revision.max_consecutive_failures,
+        )
+    return occurrence

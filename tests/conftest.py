@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from runs.models import Agent
+from tests import factories
+
+
+@pytest.fixture(autouse=True)
+def _fast_settings(settings: Any) -> None:
+    # Retries in tests never sleep for real unless a test asks for it.
+    settings.PROVIDER_BACKOFF_BASE_SECONDS = 0.001
+    settings.PROVIDER_BACKOFF_CAP_SECONDS = 0.002
+
+
+@pytest.fixture
+def owner(db: None) -> User:
+    return factories.make_user("olga", tz="Europe/Riga")
+
+
+@pytest.fixture
+def other_owner(db: None) -> User:
+    return factories.make_user("mallory")
+
+
+@pytest.fixture
+def admin_user(db: None) -> User:
+    user = factories.make_user("ada", staff=True, pin=True)
+    user.is_superuser = True
+    user.save(update_fields=["is_superuser"])
+    return user
+
+
+@pytest.fixture
+def agent(db: None) -> Agent:
+    return factories.make_agent("researcher", model="sim-research")
+
+
+@pytest.fixture
+def owner_client(owner: User) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client

@@ -1,0 +1,171 @@
+"""Plain factory functions for tests. Everything goes through the real services."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import Permission, User
+from django.utils import timezone
+
+from accounting import ledger
+from runs.limits import RunLimits
+from runs.models import Agent, Conversation, Run
+from runs.services import create_run
+from schedules import services
+from schedules.models import Occurrence, Schedule
+from schedules.schemas import parse_create
+
+_counter = itertools.count(1)
+
+
+def make_user(
+    username: str | None = None, *, staff: bool = False, pin: bool = False, tz: str = "UTC"
+) -> User:
+    user = User.objects.create_user(
+        username or f"user{next(_counter)}", password="correct horse battery staple"
+    )
+    if staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+    if pin:
+        user.user_permissions.add(Permission.objects.get(codename="pin_revision"))
+        user = User.objects.get(pk=user.pk)  # drop the permission cache
+    budget = ledger.budget_for(user.pk)
+    budget.timezone = tz
+    budget.save(update_fields=["timezone"])
+    return user
+
+
+def limits(**overrides: Any) -> RunLimits:
+    values: dict[str, Any] = {
+        "max_steps": 10,
+        "max_model_calls": 10,
+        "max_tool_calls": 6,
+        "max_cost": "5.00",
+        "synthesis_reserve_steps": 0,
+        "synthesis_reserve_model_calls": 0,
+        "synthesis_reserve_tool_calls": 0,
+        "synthesis_reserve_cost": "0",
+    }
+    values.update(overrides)
+    return RunLimits.model_validate(values)
+
+
+def make_agent(
+    name: str | None = None,
+    *,
+    model: str = "sim-research",
+    provider: str = Agent.Provider.SIMULATED,
+    cost_limit: Decimal | str | None = None,
+    tools: list[str] | None = None,
+    base_url: str = "",
+    input_price: str = "3.00",
+    output_price: str = "15.00",
+    **limit_overrides: Any,
+) -> Agent:
+    return Agent.objects.create(
+        name=name or f"agent-{next(_counter)}",
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        tools=["clock.now"] if tools is None else tools,
+        input_price_per_mtok=Decimal(input_price),
+        output_price_per_mtok=Decimal(output_price),
+        default_limits=limits(**limit_overrides).to_json(),
+        cost_limit=Decimal(cost_limit) if cost_limit is not None else None,
+    )
+
+
+def make_schedule(
+    owner: User,
+    agent: Agent,
+    *,
+    title: str = "Morning briefing",
+    prompt: str = "Research today's technology news and write a briefing.",
+    cron: str | None = "0 9 * * *",
+    tz: str = "Europe/Riga",
+    run_at: datetime | None = None,
+    now: datetime | None = None,
+) -> Schedule:
+    data: dict[str, Any] = {"title": title, "prompt": prompt, "agent": agent.name}
+    if run_at is not None:
+        data["run_at"] = run_at
+    else:
+        data.update(cron=cron, timezone=tz)
+    return services.create_schedule(owner, parse_create(data), via="test", now=now)
+
+
+def materialize(
+    schedule: Schedule, *, scheduled_for: datetime | None = None, status: str = Run.Status.RUNNING
+) -> Occurrence:
+    """An occurrence with a claimed run, as the occurrence task would leave it mid-flight."""
+    schedule.refresh_from_db()
+    revision = schedule.revision
+    when = scheduled_for or timezone.now() - timedelta(seconds=next(_counter))
+    occurrence = Occurrence.objects.create(
+        schedule=schedule, scheduled_for=when, revision=revision, outcome=Occurrence.Outcome.RUNNING
+    )
+    conversation = Conversation.objects.create(
+        owner_id=schedule.owner_id,
+        title=f"{schedule.title} — {when:%Y-%m-%d}",
+        metadata={
+            "schedule_id": schedule.pk,
+            "occurrence_id": occurrence.pk,
+            "scheduled_for": when.isoformat(),
+        },
+    )
+    run = create_run(
+        schedule.owner_id,
+        revision.agent,
+        revision.prompt,
+        conversation=conversation,
+        limits=revision.run_limits,
+        attempt=uuid.uuid4() if status == Run.Status.RUNNING else None,
+    )
+    Occurrence.objects.filter(pk=occurrence.pk).update(run=run, attempt=run.attempt)
+    occurrence.refresh_from_db()
+    return occurrence
+
+
+def finish(occurrence: Occurrence, status: str = Run.Status.COMPLETED, failure: Any = None) -> Run:
+    """End the occurrence's run through the one terminal write path."""
+    from runs.failures import Outcome
+    from runs.services import finish_run
+
+    run = Run.objects.get(pk=occurrence.run_id)
+    assert finish_run(
+        run,
+        Outcome(status=status, failure=failure, answer="done" if status == "completed" else ""),
+        attempt=run.attempt,
+    )
+    run.refresh_from_db()
+    return run
+
+
+def fail(occurrence: Occurrence, failure: Any = None) -> Run:
+    from runs.failures import BudgetExhausted
+
+    return finish(
+        occurrence,
+        Run.Status.FAILED,
+        failure or BudgetExhausted("The cost limit is used up.", dimension="cost"),
+    )
+
+
+def run_due(schedule: Schedule, *, at: datetime | None = None) -> Run | None:
+    """The real tick at `at` (default: the schedule's next slot, just after) and the real
+    occurrence task, in-process against the simulated provider."""
+    from schedules.execution import execute_occurrence, materialize_due
+
+    schedule.refresh_from_db()
+    assert schedule.next_occurrence_at is not None
+    when = at or schedule.next_occurrence_at + timedelta(seconds=5)
+    enqueued: list[int] = []
+    materialize_due(enqueue=enqueued.append, now=when)
+    runs = [execute_occurrence(occurrence_id, sleep=lambda s: None) for occurrence_id in enqueued]
+    schedule.refresh_from_db()
+    return runs[-1] if runs else None
