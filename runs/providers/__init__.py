@@ -1,0 +1,81 @@
+"""Provider adapters and the retry policy around them.
+
+The seam for tests and the simulator is the `httpx.Client` an adapter is given: tests pass a
+client over `httpx.MockTransport`; simulated agents without a base URL get the in-process
+simulator transport. Nothing patches httpx globally.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+
+import httpx
+from django.conf import settings
+
+from runs.models import Agent
+from runs.providers.anthropic import AnthropicAdapter
+from runs.providers.base import Adapter, ModelRequest, ModelResponse, ProviderError
+from runs.providers.classify import RETRY_AFTER_CAP_SECONDS
+from runs.providers.openai import OpenAIAdapter
+from runs.providers.simulated import transport as simulator_transport
+
+
+def client_for(agent: Agent) -> httpx.Client:
+    """A fresh client with the provider timeout; simulated agents without a URL stay in-process."""
+    timeout = httpx.Timeout(
+        settings.PROVIDER_TIMEOUT_SECONDS, connect=min(10, settings.PROVIDER_TIMEOUT_SECONDS)
+    )
+    if agent.provider == Agent.Provider.SIMULATED and not agent.base_url:
+        return httpx.Client(transport=simulator_transport(), timeout=timeout)
+    return httpx.Client(timeout=timeout, follow_redirects=False)
+
+
+def adapter_for(agent: Agent, client: httpx.Client) -> Adapter:
+    # The key is read at call time from the environment and lives only in this adapter object.
+    api_key = os.environ.get(agent.api_key_setting, "") if agent.api_key_setting else ""
+    if agent.provider == Agent.Provider.ANTHROPIC:
+        return AnthropicAdapter(client, name=agent.provider, base_url=agent.base_url, api_key=api_key)
+    base_url = agent.base_url or (
+        "http://simulator.local/v1" if agent.provider == Agent.Provider.SIMULATED else ""
+    )
+    return OpenAIAdapter(client, name=agent.provider, base_url=base_url, api_key=api_key)
+
+
+def backoff_delay(attempt: int, retry_after: float | None, *, rng: random.Random | None = None) -> float:
+    """Capped exponential backoff with full jitter; a Retry-After (already under the cap) is a floor."""
+    base = settings.PROVIDER_BACKOFF_BASE_SECONDS * (2**attempt)
+    jittered = (rng or random).uniform(0, min(settings.PROVIDER_BACKOFF_CAP_SECONDS, base))
+    if retry_after is not None:
+        return min(max(retry_after, jittered), RETRY_AFTER_CAP_SECONDS)
+    return jittered
+
+
+def call_with_retries(
+    adapter: Adapter,
+    request: ModelRequest,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    before_attempt: Callable[[int], None] | None = None,
+) -> ModelResponse:
+    """One model request, retrying transient errors a bounded number of times (SPEC §4).
+
+    Raises the last ProviderError when retries are spent, or the first permanent one.
+    `before_attempt` lets the run loop check for cancellation between attempts.
+    """
+    attempt = 0
+    while True:
+        if before_attempt is not None:
+            before_attempt(attempt)
+        try:
+            return adapter.complete(request)
+        except ProviderError as error:
+            if not error.transient or attempt >= settings.PROVIDER_MAX_RETRIES:
+                raise
+            sleep(backoff_delay(attempt, error.retry_after))
+            attempt += 1
+
+
+__all__ = ["Adapter", "ProviderError", "adapter_for", "call_with_retries", "client_for"]

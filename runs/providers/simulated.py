@@ -1,0 +1,218 @@
+"""The simulated provider: a real OpenAI-compatible Chat Completions endpoint with scripted
+behaviours chosen by model name (SPEC §9). Served over HTTP at /simulator/v1/chat/completions
+and in-process through an httpx transport; either way runs reach it through the same adapter as
+a real provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import httpx
+
+from runs.providers.base import SYNTHESIS_INSTRUCTION
+
+MODELS = (
+    "sim-research",
+    "sim-tool-loop",
+    "sim-ignores-reserve",
+    "sim-expensive",
+    "sim-rate-limited",
+    "sim-quota",
+    "sim-overloaded",
+    "sim-server-error",
+    "sim-bad-param",
+    "sim-flaky",
+    "sim-slow",
+)
+MAX_DELAY_SECONDS = 600
+_MARKER = SYNTHESIS_INSTRUCTION.split(".")[0]
+_DELAY = re.compile(r"delay=(\d+(?:\.\d+)?)")
+
+Reply = tuple[int, dict[str, str], dict[str, Any]]
+
+
+class _SeenTurns:
+    """Which turns sim-flaky has already failed once (bounded, thread-safe)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    def first_time(self, key: str) -> bool:
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen[key] = None
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+            return True
+
+
+_flaky_turns = _SeenTurns()
+
+
+def respond(body: Any) -> Reply:
+    """The simulator itself: a request body in, (status, headers, JSON body) out."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return _error(
+            400, "invalid_request_error", "A JSON body with a messages list is required.", param="messages"
+        )
+    model = body.get("model")
+    messages = [m for m in body["messages"] if isinstance(m, dict)]
+    if model == "sim-rate-limited":
+        return _error(
+            429, "requests", "Rate limit reached for requests.", code="rate_limit_exceeded", retry_after="1"
+        )
+    if model == "sim-quota":
+        return _error(
+            429, "insufficient_quota", "You exceeded your current quota.", code="insufficient_quota"
+        )
+    if model == "sim-overloaded":
+        return 529, {}, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    if model == "sim-server-error":
+        return _error(
+            500, "server_error", "The server had an error while processing your request.", code="server_error"
+        )
+    if model == "sim-bad-param":
+        prompt = _last_user_text(messages)
+        return _error(
+            400, "invalid_request_error", f"Invalid content: {prompt!r}", param="messages[1].content"
+        )
+    if model == "sim-flaky" and _flaky_turns.first_time(_turn_key(body)):
+        return _error(503, "server_error", "Service temporarily unavailable.", code="service_unavailable")
+    if model == "sim-slow":
+        match = _DELAY.search(_last_user_text(messages))
+        time.sleep(min(float(match.group(1)), MAX_DELAY_SECONDS) if match else 1.0)
+    if model not in MODELS:
+        return _error(
+            404, "invalid_request_error", f"The model {model!r} does not exist.", code="model_not_found"
+        )
+    return 200, {}, _completion(str(model), body, messages)
+
+
+def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    turn = _turn(messages)
+    told_to_synthesize = body.get("tool_choice") == "none" or any(
+        m.get("role") in ("system", "developer") and _MARKER in str(m.get("content")) for m in messages
+    )
+    wants_tool = {
+        "sim-research": turn < 2,
+        "sim-expensive": turn < 2,
+        "sim-flaky": turn < 2,
+        "sim-tool-loop": True,
+        "sim-ignores-reserve": True,
+    }.get(model, False)
+    if told_to_synthesize and model != "sim-ignores-reserve":
+        wants_tool = False
+    if model == "sim-expensive":
+        usage = {"prompt_tokens": 150_000, "completion_tokens": 10_000}
+    else:
+        size = sum(len(str(m.get("content") or "")) for m in messages)
+        usage = {"prompt_tokens": 200 + size // 4, "completion_tokens": 60 if wants_tool else 180}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if wants_tool:
+        tool, arguments = _pick_tool(body.get("tools"), _last_user_text(messages))
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{turn}_{_turn_key(body)[:8]}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(arguments)},
+                }
+            ],
+        }
+        finish = "tool_calls"
+    else:
+        evidence = sum(1 for m in messages if m.get("role") == "tool")
+        message = {
+            "role": "assistant",
+            "content": (
+                f"Briefing ({model}): summary written from {evidence} tool result(s) after {turn} turn(s)."
+            ),
+        }
+        finish = "stop"
+    return {
+        "id": f"chatcmpl-sim-{turn}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+
+
+def _turn(messages: list[dict[str, Any]]) -> int:
+    """Assistant turns since the last user message: the simulator's script position."""
+    turn = 0
+    for message in messages:
+        if message.get("role") == "user":
+            turn = 0
+        elif message.get("role") == "assistant":
+            turn += 1
+    return turn
+
+
+def _turn_key(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def _pick_tool(tools: Any, prompt: str) -> tuple[str, dict[str, Any]]:
+    """clock_now when offered; agent_delegate when the prompt asks to delegate; else the first."""
+    names = [
+        t["function"]["name"]
+        for t in tools or []
+        if isinstance(t, dict)
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
+    ]
+    if "agent_delegate" in names and "delegate" in prompt.lower():
+        return "agent_delegate", {"task": "Collect supporting evidence for the briefing."}
+    if "clock_now" in names or not names:
+        return "clock_now", {}
+    if names[0] == "http_fetch":
+        return "http_fetch", {"url": "https://example.com/"}
+    return names[0], {}
+
+
+def _error(
+    status: int,
+    kind: str,
+    message: str,
+    *,
+    code: str | None = None,
+    param: str | None = None,
+    retry_after: str = "",
+) -> Reply:
+    headers = {"retry-after": retry_after} if retry_after else {}
+    return status, headers, {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _handle(request: httpx.Request) -> httpx.Response:
+    try:
+        body = json.loads(request.content or b"null")
+    except ValueError:
+        body = None
+    status, headers, payload = respond(body)
+    return httpx.Response(status, headers=headers, json=payload)
+
+
+def transport() -> httpx.MockTransport:
+    """The simulator in-process: an httpx transport answering every request with `respond`."""
+    return httpx.MockTransport(_handle)

@@ -1,0 +1,382 @@
+"""The run loop (SPEC §3, ADR-0078 as amended by ADR-0115), the same for every run kind.
+
+Before each model request: stop if cancelled or out of time; fail `budget_exhausted` if a hard
+limit (steps, model calls, cost) is used up; otherwise the request is synthesis-only when a
+reserve is active or the tool budget is exhausted, and then carries the volatile instruction.
+After each response: usage is recorded atomically (ledger entry + counters); tool calls in a
+synthesis-only turn fail closed; tool calls beyond the budget get an error result; a final
+answer completes the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounting import ledger
+from runs import services
+from runs.failures import (
+    BudgetExhausted,
+    InternalError,
+    Outcome,
+    ProviderPermanentError,
+    ProviderTransientError,
+    RunFailure,
+    RunTimeout,
+    SynthesisReserveViolation,
+)
+from runs.limits import RunLimits, budget_state, tool_calls_that_fit, with_reserves
+from runs.models import Agent, Run, TranscriptEntry
+from runs.providers import adapter_for, call_with_retries, client_for
+from runs.providers.base import (
+    SYNTHESIS_INSTRUCTION,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    diagnostics,
+)
+from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
+
+logger = logging.getLogger(__name__)
+
+DELEGATE_WIRE_NAME = "agent_delegate"
+TOOL_BUDGET_EXHAUSTED = (
+    "Error: the tool-call budget of this run is exhausted; answer from the evidence you have."
+)
+
+
+class _Stopped(Exception):
+    """The run is no longer ours to drive: cancelled, or reaped and replaced."""
+
+
+@dataclass
+class _Loop:
+    run: Run
+    client: httpx.Client
+    sleep: Callable[[float], None]
+    limits: RunLimits = field(init=False)
+    tools: list[Tool] = field(init=False)
+    history: list[Message] = field(init=False)
+    seq: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.limits = self.run.run_limits
+        self.tools = tools_for(self.run.agent)
+        self.history = _history(self.run)
+        self.seq = self.run.transcript.count()
+        self.adapter = adapter_for(self.run.agent, self.client)
+        self.deadline = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
+        self.schedule_id = self.run.conversation.schedule_id
+        self.ancestors = _ancestor_ids(self.run)
+
+    def drive(self) -> Outcome:
+        while True:
+            self.check_still_ours()
+            state = budget_state(self.limits, self.run.usage())
+            if state.exhausted:
+                raise BudgetExhausted(
+                    f"The {state.exhausted.replace('_', ' ')} limit of this run is used up.",
+                    dimension=state.exhausted,
+                )
+            if state.synthesis and not self.run.synthesis_dimension:
+                self.note_synthesis(state.synthesis)
+            response = self.request(synthesis=state.synthesis is not None)
+            step = self.record_response(response)
+            if response.defect:
+                raise ProviderPermanentError(
+                    f"The provider's response was unusable: {response.defect}.",
+                    diagnostics=diagnostics(self.adapter.name, status=200),
+                )
+            if not response.tool_calls:
+                return Outcome(status=Run.Status.COMPLETED, answer=response.text)
+            if state.synthesis:
+                # ADR-0078 decision 3: fail closed; no tool runs inside the reserve.
+                raise SynthesisReserveViolation(
+                    f"The model asked for {len(response.tool_calls)} tool call(s) in a synthesis-only turn "
+                    f"(reserve activated by {state.synthesis.replace('_', ' ')}).",
+                    dimension=state.synthesis,
+                )
+            self.run_tools(response.tool_calls, step)
+
+    # -- before a request ---------------------------------------------------------------------
+
+    def check_still_ours(self) -> None:
+        attempt = self.run.attempt
+        self.run.refresh_from_db(
+            fields=["status", "attempt", "steps", "model_calls", "tool_calls", "cost", "synthesis_dimension"]
+        )
+        if self.run.status != Run.Status.RUNNING or self.run.attempt != attempt:
+            raise _Stopped
+        if time.time() > self.deadline:
+            raise RunTimeout(f"The run exceeded its time limit of {settings.RUN_MAX_SECONDS} s.")
+
+    def note_synthesis(self, dimension: str) -> None:
+        step = self.run.steps + 1
+        Run.objects.filter(pk=self.run.pk, synthesis_dimension="").update(
+            synthesis_dimension=dimension, synthesis_step=step
+        )
+        self.run.synthesis_dimension = dimension
+
+    def request(self, *, synthesis: bool) -> ModelResponse:
+        request = ModelRequest(
+            model=self.run.agent.model,
+            system=self.run.agent.system_prompt,
+            messages=tuple(self.history),
+            tools=tuple(tool.spec() for tool in self.tools),
+            synthesis_instruction=SYNTHESIS_INSTRUCTION if synthesis else None,
+        )
+
+        def between_attempts(attempt: int) -> None:
+            if attempt:
+                self.check_still_ours()
+
+        try:
+            return call_with_retries(self.adapter, request, sleep=self.sleep, before_attempt=between_attempts)
+        except ProviderError as error:
+            message = _redact(error.message, self.adapter)
+            if error.transient:
+                raise ProviderTransientError(message, diagnostics=error.diagnostics) from None
+            raise ProviderPermanentError(message, diagnostics=error.diagnostics) from None
+
+    # -- after a response ---------------------------------------------------------------------
+
+    def record_response(self, response: ModelResponse) -> int:
+        """Ledger entry, counters of this run and its ancestors, and the transcript: one transaction."""
+        agent = self.run.agent
+        cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
+        step = self.run.steps + 1
+        with transaction.atomic():
+            ledger.record_usage(
+                owner_id=self.run.owner_id,
+                run_id=self.run.pk,
+                schedule_id=self.schedule_id,
+                provider=agent.provider,
+                model=agent.model,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                cost=cost,
+            )
+            Run.objects.filter(pk__in=[self.run.pk, *self.ancestors]).update(
+                steps=F("steps") + 1, model_calls=F("model_calls") + 1, cost=F("cost") + cost
+            )
+            self.append(TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls)
+        self.run.steps, self.run.model_calls, self.run.cost = (
+            step,
+            self.run.model_calls + 1,
+            self.run.cost + cost,
+        )
+        return step
+
+    def run_tools(self, calls: tuple[ToolCall, ...], step: int) -> None:
+        context = ToolContext(run=self.run, agent=self.run.agent, http=self.client, delegate=self.delegate)
+        for call in calls:
+            if tool_calls_that_fit(self.limits, self.run.tool_calls) < 1:
+                self.append(TranscriptEntry.Role.TOOL, step, TOOL_BUDGET_EXHAUSTED, call=call, is_error=True)
+                continue
+            # Counted before it runs, so a delegated child sizes its budget on the true usage.
+            Run.objects.filter(pk__in=[self.run.pk, *self.ancestors]).update(tool_calls=F("tool_calls") + 1)
+            self.run.tool_calls += 1
+            result, is_error = invoke(call, self.tools, context)
+            if call.name == DELEGATE_WIRE_NAME:  # the child's usage was added to ours
+                self.run.refresh_from_db(fields=["tool_calls"])
+            self.append(TranscriptEntry.Role.TOOL, step, result, call=call, is_error=is_error)
+
+    def append(
+        self,
+        role: str,
+        step: int,
+        content: str,
+        *,
+        tool_calls: tuple[ToolCall, ...] = (),
+        call: ToolCall | None = None,
+        is_error: bool = False,
+    ) -> None:
+        """One transcript entry, and the same message in the in-memory history."""
+        TranscriptEntry.objects.create(
+            run=self.run,
+            seq=self.seq,
+            step=step,
+            role=role,
+            content=content,
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.raw_arguments or c.arguments} for c in tool_calls
+            ],
+            tool_call_id=call.id if call else "",
+            tool_name=call.name if call else "",
+            is_error=is_error,
+        )
+        self.seq += 1
+        self.history.append(
+            Message(
+                role=role,
+                content=content,
+                tool_calls=tool_calls,
+                tool_call_id=call.id if call else "",
+                tool_name=call.name if call else "",
+                is_error=is_error,
+            )
+        )
+
+    # -- delegation ---------------------------------------------------------------------------
+
+    def delegate(self, *, task: str, agent_name: str | None) -> Run:
+        agent = self.run.agent
+        if agent_name and agent_name != agent.name:
+            found = Agent.objects.filter(name=agent_name, is_active=True).first()
+            if found is None:
+                raise ToolError(f"there is no active agent named {agent_name!r}")
+            agent = found
+        self.run.refresh_from_db(fields=["steps", "model_calls", "tool_calls", "cost"])
+        limits = child_limits(self.limits, self.run.usage(), agent.limits)
+        if limits is None:
+            raise ToolError("not enough budget is left outside the synthesis reserve to delegate")
+        child = services.create_run(
+            self.run.owner_id,
+            agent,
+            task,
+            conversation=self.run.conversation,
+            limits=limits,
+            kind=Run.Kind.DELEGATED,
+            parent=self.run,
+            attempt=self.run.attempt,
+        )
+        if agent.pk == self.run.agent.pk:
+            return execute_run(child, client=self.client, sleep=self.sleep, heartbeat=False)
+        with client_for(agent) as client:
+            return execute_run(child, client=client, sleep=self.sleep, heartbeat=False)
+
+
+def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:
+    """A delegated child's limits: no larger than what the parent has left outside its own
+    reserve (so the parent keeps its synthesis headroom), nor than the child agent's defaults.
+    The parent's reserves carry over where they still fit. None when nothing is left."""
+    available = {
+        d: parent.total(d) - used[d] - parent.reserve(d)
+        for d in ("steps", "model_calls", "tool_calls", "cost")
+    }
+    if min(available["steps"], available["model_calls"]) < 1 or available["cost"] <= 0:
+        return None
+    totals = RunLimits(
+        max_steps=int(min(defaults.max_steps, available["steps"])),
+        max_model_calls=int(min(defaults.max_model_calls, available["model_calls"])),
+        max_tool_calls=int(max(0, min(defaults.max_tool_calls, available["tool_calls"]))),
+        max_cost=min(defaults.max_cost, Decimal(available["cost"])),
+        synthesis_reserve_steps=0,
+        synthesis_reserve_model_calls=0,
+        synthesis_reserve_tool_calls=0,
+        synthesis_reserve_cost=Decimal(0),
+    )
+    return with_reserves(
+        totals,
+        steps=parent.synthesis_reserve_steps,
+        model_calls=parent.synthesis_reserve_model_calls,
+        tool_calls=parent.synthesis_reserve_tool_calls,
+        cost=parent.synthesis_reserve_cost,
+    )
+
+
+def execute_run(
+    run: Run,
+    *,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    heartbeat: bool = True,
+) -> Run:
+    """Drive a claimed (running) run to its terminal state and return it refreshed.
+
+    Never raises for a run's own failures: they become its recorded failure. Our own bugs are
+    recorded as `internal_error`. Idempotent on a run that is no longer this attempt's.
+    """
+    attempt = run.attempt
+    own_client = client is None
+    active_client = client or client_for(run.agent)
+    outcome: Outcome | None
+    try:
+        with services.keep_alive(attempt if heartbeat else None):
+            outcome = _Loop(run, active_client, sleep).drive()
+    except _Stopped:
+        outcome = None
+    except RunFailure as failure:
+        outcome = Outcome(status=Run.Status.FAILED, failure=failure)
+    except Exception as exc:
+        logger.exception("run %s failed with an internal error", run.pk)
+        outcome = Outcome(
+            status=Run.Status.FAILED,
+            failure=InternalError(f"Internal error ({type(exc).__name__}); see the logs."),
+        )
+    finally:
+        if own_client:
+            active_client.close()
+    if outcome is not None:
+        services.finish_run(run, outcome, attempt=attempt)
+    run.refresh_from_db()
+    return run
+
+
+def _history(run: Run) -> list[Message]:
+    """Earlier exchanges of the conversation (prompt and answer of each completed interactive
+    run) and this run's own transcript. The synthesis instruction is never among them."""
+    messages: list[Message] = []
+    if run.kind == Run.Kind.INTERACTIVE:
+        earlier = (
+            Run.objects.filter(
+                conversation_id=run.conversation_id,
+                kind=Run.Kind.INTERACTIVE,
+                status=Run.Status.COMPLETED,
+                created_at__lt=run.created_at,
+            )
+            .order_by("created_at", "id")
+            .only("prompt", "answer")
+        )
+        for previous in earlier:
+            messages += [
+                Message(role="user", content=previous.prompt),
+                Message(role="assistant", content=previous.answer),
+            ]
+    for entry in run.transcript.order_by("seq"):
+        calls = tuple(
+            ToolCall(
+                id=c["id"],
+                name=c["name"],
+                arguments=c["arguments"] if isinstance(c["arguments"], dict) else None,
+                raw_arguments=c["arguments"] if isinstance(c["arguments"], str) else "",
+            )
+            for c in entry.tool_calls
+        )
+        messages.append(
+            Message(
+                role=entry.role,
+                content=entry.content,
+                tool_calls=calls,
+                tool_call_id=entry.tool_call_id,
+                tool_name=entry.tool_name,
+                is_error=entry.is_error,
+            )
+        )
+    return messages
+
+
+def _ancestor_ids(run: Run) -> list[int]:
+    ids: list[int] = []
+    parent_id = run.parent_id
+    while parent_id is not None:
+        ids.append(parent_id)
+        parent_id = Run.objects.filter(pk=parent_id).values_list("parent_id", flat=True).first()
+    return ids
+
+
+def _redact(message: str, adapter: object) -> str:
+    """A provider message never carries our API key back into storage."""
+    secret = getattr(adapter, "_api_key", "")
+    return message.replace(secret, "[redacted]") if secret else message
