@@ -39,7 +39,9 @@ def test_a_scheduled_run_is_an_ordinary_run_that_honours_its_reserve(owner):
 
 def test_a_delegated_child_honours_its_reserve(owner):
     parent_limits = limits(max_steps=12, max_model_calls=12, max_tool_calls=20, synthesis_reserve_steps=2)
-    agent = make_agent(model="sim-tool-loop", tools=["agent.delegate", "clock.now"], max_steps=6, max_tool_calls=20)
+    agent = make_agent(
+        model="sim-tool-loop", tools=["agent.delegate", "clock.now"], max_steps=6, max_tool_calls=20
+    )
     run = start_interactive_run(owner.pk, agent, "Delegate a search.", limits=parent_limits)
     claim_run(run)
     execute_run(run, sleep=lambda s: None)
@@ -52,6 +54,10 @@ def test_a_delegated_child_honours_its_reserve(owner):
 
 def test_all_zero_reserves_behave_as_before_and_fail_at_the_hard_limit(owner):
     run = _interactive(owner, "sim-tool-loop", limits(max_steps=20, max_model_calls=4, max_tool_calls=20))
-    assert (run.status, run.failure_reason, run.failure_dimension) == ("failed", "budget_exhausted", "model_calls")
+    assert (run.status, run.failure_reason, run.failure_dimension) == (
+        "failed",
+        "budget_exhausted",
+        "model_calls",
+    )
     assert run.synthesis_dimension == ""
     assert run.model_calls == 4

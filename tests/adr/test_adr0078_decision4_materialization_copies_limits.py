@@ -19,8 +19,10 @@ def test_the_run_gets_the_complete_pinned_value(owner, admin_user):
     schedule = make_schedule(owner, make_agent())
     pinned = limits(max_cost="4.50", synthesis_reserve_cost="0.75", synthesis_reserve_model_calls=3).to_json()
     services.pin_revision(
-        schedule, parse_explicit({"limits": pinned, "max_consecutive_failures": 2, "reason": "opt in"}),
-        by=admin_user, via="test",
+        schedule,
+        parse_explicit({"limits": pinned, "max_consecutive_failures": 2, "reason": "opt in"}),
+        by=admin_user,
+        via="test",
     )
     run = run_due(schedule)
     assert run.limits == pinned

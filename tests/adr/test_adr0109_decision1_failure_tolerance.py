@@ -43,7 +43,9 @@ def test_a_completed_run_in_between_resets_the_count(owner):
 
 
 def test_a_one_time_reminder_completes_after_its_only_occurrence_even_when_it_fails(owner):
-    reminder = make_schedule(owner, make_agent(model="sim-quota"), run_at=timezone.now() + timedelta(minutes=10))
+    reminder = make_schedule(
+        owner, make_agent(model="sim-quota"), run_at=timezone.now() + timedelta(minutes=10)
+    )
     run = run_due(reminder)
     assert run.status == "failed"
     assert reminder.status == "completed"

@@ -18,13 +18,22 @@ from tests.factories import make_agent, make_schedule, run_due
 pytestmark = pytest.mark.django_db
 
 
-def test_the_2026_09_01_failure_a_usd_1_budget_without_reserve_is_exhausted_before_synthesis(owner, admin_user):
+def test_the_2026_09_01_failure_a_usd_1_budget_without_reserve_is_exhausted_before_synthesis(
+    owner, admin_user
+):
     briefing = make_schedule(owner, make_agent(model="sim-expensive"))  # about USD 0.60 a call
-    legacy = {**briefing.revision.limits, "max_cost": "1.00", "synthesis_reserve_cost": "0",
-              "synthesis_reserve_steps": 0, "synthesis_reserve_model_calls": 0}
+    legacy = {
+        **briefing.revision.limits,
+        "max_cost": "1.00",
+        "synthesis_reserve_cost": "0",
+        "synthesis_reserve_steps": 0,
+        "synthesis_reserve_model_calls": 0,
+    }
     services.pin_revision(
-        briefing, parse_explicit({"limits": legacy, "max_consecutive_failures": 2, "reason": "the old definition"}),
-        by=admin_user, via="test",
+        briefing,
+        parse_explicit({"limits": legacy, "max_consecutive_failures": 2, "reason": "the old definition"}),
+        by=admin_user,
+        via="test",
     )
     run = run_due(briefing)
     assert (run.status, run.failure_reason, run.failure_dimension) == ("failed", "budget_exhausted", "cost")

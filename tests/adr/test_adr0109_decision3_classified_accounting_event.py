@@ -43,7 +43,12 @@ def test_a_completed_run_has_failure_null_and_its_usage(owner):
     run = run_due(briefing)
     payload = AccountingEvent.objects.get().payload
     assert payload["failure"] is None
-    assert payload["usage"] == {"steps": 3, "model_calls": 3, "tool_calls": 2, "cost": f"{run.cost.normalize():f}"}
+    assert payload["usage"] == {
+        "steps": 3,
+        "model_calls": 3,
+        "tool_calls": 2,
+        "cost": f"{run.cost.normalize():f}",
+    }
 
 
 def test_a_transient_provider_failure_names_its_provider_code_and_status(owner):

@@ -20,8 +20,10 @@ def test_a_schedule_created_before_the_decision_keeps_its_usd_1_revision_through
     schedule = make_schedule(owner, make_agent())
     old = {**schedule.revision.limits, "max_cost": "1.00", "synthesis_reserve_cost": "0.00"}
     services.pin_revision(
-        schedule, parse_explicit({"limits": old, "max_consecutive_failures": 1, "reason": "as it was"}),
-        by=admin_user, via="test",
+        schedule,
+        parse_explicit({"limits": old, "max_consecutive_failures": 1, "reason": "as it was"}),
+        by=admin_user,
+        via="test",
     )
     services.update_schedule(schedule, parse_update({"prompt": "A sharper prompt."}), by=owner, via="chat")
     schedule.refresh_from_db()
@@ -34,7 +36,9 @@ def test_a_schedule_created_before_the_decision_keeps_its_usd_1_revision_through
 
 def test_only_an_authorized_explicit_revision_changes_limits(owner, admin_user):
     schedule = make_schedule(owner, make_agent())
-    body = parse_explicit({"limits": limits(max_cost="7.00").to_json(), "max_consecutive_failures": 3, "reason": "r"})
+    body = parse_explicit(
+        {"limits": limits(max_cost="7.00").to_json(), "max_consecutive_failures": 3, "reason": "r"}
+    )
     with pytest.raises(PermissionDenied):
         services.pin_revision(schedule, body, by=owner, via="api")
     revision = services.pin_revision(schedule, body, by=admin_user, via="api")
@@ -48,13 +52,17 @@ def test_a_new_revision_governs_later_occurrences_and_not_runs_already_materiali
 
     services.pin_revision(
         schedule,
-        parse_explicit({"limits": limits(max_cost="7.00").to_json(), "max_consecutive_failures": 3, "reason": "r"}),
+        parse_explicit(
+            {"limits": limits(max_cost="7.00").to_json(), "max_consecutive_failures": 3, "reason": "r"}
+        ),
         by=admin_user,
         via="api",
     )
 
     assert Run.objects.get(pk=in_flight.run_id).limits["max_cost"] == "5.00"
-    assert {r.pk: (r.limits, r.max_consecutive_failures) for r in ScheduleRevision.objects.filter(pk__in=before)} == before
+    assert {
+        r.pk: (r.limits, r.max_consecutive_failures) for r in ScheduleRevision.objects.filter(pk__in=before)
+    } == before
     from runs.failures import Outcome
     from runs.services import finish_run
 
