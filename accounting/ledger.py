@@ -7,7 +7,9 @@ and `schedule.run_accounted` in the same transaction as the run's terminal state
 from __future__ import annotations
 
 import zoneinfo
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -61,13 +63,6 @@ def month_bounds(day: date, zone: zoneinfo.ZoneInfo) -> tuple[datetime, datetime
     return datetime.combine(first, time.min, tzinfo=zone), datetime.combine(following, time.min, tzinfo=zone)
 
 
-def _spent(owner_id: int, start: datetime, end: datetime) -> Decimal:
-    total = LedgerEntry.objects.filter(
-        owner_id=owner_id, created_at__gte=start, created_at__lt=end
-    ).aggregate(total=Sum("cost"))["total"]
-    return total or ZERO
-
-
 @dataclass(frozen=True)
 class BudgetSummary:
     timezone: str
@@ -86,68 +81,152 @@ class BudgetSummary:
     def headroom_month(self) -> Decimal:
         return self.monthly_ceiling - self.spent_month - self.open_total
 
+    def refusal(self, amount: Decimal) -> AdmissionRefused | None:
+        """Why `amount` more would not fit under a ceiling, or None if it fits."""
+        for label, ceiling, spent in (
+            ("daily", self.daily_ceiling, self.spent_today),
+            ("monthly", self.monthly_ceiling, self.spent_month),
+        ):
+            if spent + self.open_total + amount > ceiling:
+                return AdmissionRefused(
+                    f"the {label} ceiling of USD {ceiling:.2f} would be exceeded: spent USD {spent:.2f}, "
+                    f"reserved USD {self.open_total:.2f}, this run needs USD {amount:.2f}",
+                    ceiling=label,
+                )
+        return None
+
+    def with_reservation(self, amount: Decimal) -> BudgetSummary:
+        return replace(self, open_count=self.open_count + 1, open_total=self.open_total + amount)
+
 
 def summarize(owner_id: int, *, now: datetime | None = None) -> BudgetSummary:
     """Ceilings, spend today and this month (owner's time zone), and open reservations."""
-    budget = budget_for(owner_id)
-    return _summarize(budget, now or timezone.now())
+    return _summaries([budget_for(owner_id)], now or timezone.now())[owner_id]
 
 
-def _summarize(budget: OwnerBudget, now: datetime) -> BudgetSummary:
-    zone = zoneinfo.ZoneInfo(budget.timezone)
-    today = now.astimezone(zone).date()
-    month_start, month_end = month_bounds(today, zone)
-    day_start, day_end = day_bounds(today, zone)
-    month = LedgerEntry.objects.filter(
-        owner_id=budget.owner_id, created_at__gte=month_start, created_at__lt=month_end
+def _summaries(budgets: Iterable[OwnerBudget], now: datetime) -> dict[int, BudgetSummary]:
+    """Summaries of many owners: one spend query per time zone and one for open reservations."""
+    budgets = list(budgets)
+    return _combine(budgets, _spend(budgets, now), _open_reservations([b.owner_id for b in budgets]))
+
+
+def _spend(budgets: list[OwnerBudget], now: datetime) -> dict[int, dict[str, Any]]:
+    """{owner: {"today": …, "month": …}} in each owner's time zone."""
+    by_zone: dict[str, list[int]] = defaultdict(list)
+    for budget in budgets:
+        by_zone[budget.timezone].append(budget.owner_id)
+    spent: dict[int, dict[str, Any]] = {}
+    for zone_name, owner_ids in by_zone.items():
+        zone = zoneinfo.ZoneInfo(zone_name)
+        today = now.astimezone(zone).date()
+        month_start, month_end = month_bounds(today, zone)
+        day_start, day_end = day_bounds(today, zone)
+        rows = (
+            LedgerEntry.objects.filter(
+                owner_id__in=owner_ids, created_at__gte=month_start, created_at__lt=month_end
+            )
+            .values("owner_id")
+            .annotate(
+                month=Sum("cost"),
+                today=Sum("cost", filter=Q(created_at__gte=day_start, created_at__lt=day_end)),
+            )
+            .order_by()
+        )
+        spent.update({row["owner_id"]: dict(row) for row in rows})
+    return spent
+
+
+def _open_reservations(owner_ids: list[int]) -> dict[int, dict[str, Any]]:
+    rows = (
+        Reservation.objects.filter(owner_id__in=owner_ids, released_at__isnull=True)
+        .values("owner_id")
+        .annotate(count=Count("id"), total=Sum("amount"))
+        .order_by()
     )
-    sums = month.aggregate(
-        month=Sum("cost"),
-        today=Sum("cost", filter=_between(day_start, day_end)),
-    )
-    open_reservations = Reservation.objects.filter(
-        owner_id=budget.owner_id, released_at__isnull=True
-    ).aggregate(count=Count("id"), total=Sum("amount"))
-    return BudgetSummary(
-        timezone=budget.timezone,
-        daily_ceiling=budget.effective_daily_ceiling,
-        monthly_ceiling=budget.effective_monthly_ceiling,
-        spent_today=sums["today"] or ZERO,
-        spent_month=sums["month"] or ZERO,
-        open_count=open_reservations["count"],
-        open_total=open_reservations["total"] or ZERO,
-    )
+    return {row["owner_id"]: dict(row) for row in rows}
 
 
-def _between(start: datetime, end: datetime) -> Q:
-    return Q(created_at__gte=start, created_at__lt=end)
+def _combine(
+    budgets: list[OwnerBudget], spent: dict[int, dict[str, Any]], reserved: dict[int, dict[str, Any]]
+) -> dict[int, BudgetSummary]:
+    return {
+        budget.owner_id: BudgetSummary(
+            timezone=budget.timezone,
+            daily_ceiling=budget.effective_daily_ceiling,
+            monthly_ceiling=budget.effective_monthly_ceiling,
+            spent_today=spent.get(budget.owner_id, {}).get("today") or ZERO,
+            spent_month=spent.get(budget.owner_id, {}).get("month") or ZERO,
+            open_count=int(reserved.get(budget.owner_id, {}).get("count") or 0),
+            open_total=reserved.get(budget.owner_id, {}).get("total") or ZERO,
+        )
+        for budget in budgets
+    }
 
 
 # -- admission --------------------------------------------------------------------------------
 
 
-def reserve(owner_id: int, *, run_id: int, amount: Decimal, now: datetime | None = None) -> Reservation:
-    """Hold `amount` for a run against the owner's daily and monthly ceilings, or AdmissionRefused.
+@dataclass(frozen=True)
+class ReservationRequest:
+    owner_id: int
+    run_id: int
+    amount: Decimal
 
-    Exact under concurrency: the owner's budget row is locked for the read-compare-insert, so
-    two admissions for one owner cannot both pass when only one fits. Must run inside the
-    caller's transaction; if the reservation cannot be written, the caller's run never starts.
+
+def reserve_many(
+    requests: list[ReservationRequest], *, now: datetime | None = None
+) -> dict[int, AdmissionRefused]:
+    """Admit runs against their owners' daily and monthly ceilings: reservations are written for
+    those that fit, in order; the refusals are returned by run id.
+
+    Exact under concurrency: the owners' budget rows are locked (in owner order, so two callers
+    cannot deadlock) while the open reservations are read, compared and extended. Spend is read
+    before the lock: admissions never change it, and the lock is held for as little as possible.
+    Must run inside the caller's transaction; if the reservations cannot be written, the
+    caller's runs never start.
     """
     now = now or timezone.now()
-    budget_for(owner_id)
-    budget = OwnerBudget.objects.select_for_update().get(owner_id=owner_id)
-    summary = _summarize(budget, now)
-    for label, ceiling, spent in (
-        ("daily", summary.daily_ceiling, summary.spent_today),
-        ("monthly", summary.monthly_ceiling, summary.spent_month),
-    ):
-        if spent + summary.open_total + amount > ceiling:
-            raise AdmissionRefused(
-                f"the {label} ceiling of USD {ceiling:.2f} would be exceeded: spent USD {spent:.2f}, "
-                f"reserved USD {summary.open_total:.2f}, this run needs USD {amount:.2f}",
-                ceiling=label,
+    owner_ids = sorted({request.owner_id for request in requests})
+    _ensure_budgets(owner_ids)
+    spent = _spend(list(OwnerBudget.objects.filter(owner_id__in=owner_ids)), now)
+    budgets = list(
+        OwnerBudget.objects.select_for_update().filter(owner_id__in=owner_ids).order_by("owner_id")
+    )
+    summaries = _combine(budgets, spent, _open_reservations(owner_ids))
+    refusals: dict[int, AdmissionRefused] = {}
+    rows: list[Reservation] = []
+    for request in requests:
+        summary = summaries[request.owner_id]
+        refusal = summary.refusal(request.amount)
+        if refusal is not None:
+            refusals[request.run_id] = refusal
+            continue
+        summaries[request.owner_id] = summary.with_reservation(request.amount)
+        rows.append(
+            Reservation(
+                owner_id=request.owner_id, run_id=request.run_id, amount=request.amount, created_at=now
             )
-    return Reservation.objects.create(owner_id=owner_id, run_id=run_id, amount=amount, created_at=now)
+        )
+    Reservation.objects.bulk_create(rows)
+    return refusals
+
+
+def reserve(owner_id: int, *, run_id: int, amount: Decimal, now: datetime | None = None) -> None:
+    """One run's admission; raises AdmissionRefused when it does not fit."""
+    refusals = reserve_many([ReservationRequest(owner_id, run_id, amount)], now=now)
+    if run_id in refusals:
+        raise refusals[run_id]
+
+
+def _ensure_budgets(owner_ids: list[int]) -> None:
+    existing = set(OwnerBudget.objects.filter(owner_id__in=owner_ids).values_list("owner_id", flat=True))
+    missing = [
+        OwnerBudget(owner_id=owner_id, timezone=_default_timezone())
+        for owner_id in owner_ids
+        if owner_id not in existing
+    ]
+    if missing:
+        OwnerBudget.objects.bulk_create(missing, ignore_conflicts=True)
 
 
 def release(run_id: int, *, now: datetime | None = None) -> bool:

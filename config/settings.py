@@ -104,6 +104,10 @@ if not _database_url:
     (BASE_DIR / "var").mkdir(exist_ok=True)
 # django-q2 forks its workers; a persistent connection opened before the fork must not be shared.
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 0, minimum=0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Parameters travel separately from the SQL instead of being quoted into it by the client:
+    # the tick's bulk writes are about 1.5x faster. Turn off behind a transaction-pooling proxy.
+    DATABASES["default"]["OPTIONS"]["server_side_binding"] = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -235,4 +239,6 @@ Q_CLUSTER = {
     "poll": 0.5,
     "recycle": 200,
     "label": "Task queue",
+    # django-q2 logs a line per enqueued task at INFO; a tick of thousands would flood the log.
+    "log_level": env_choice("Q_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING")),
 }

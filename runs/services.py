@@ -7,11 +7,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounting import ledger
@@ -45,6 +48,49 @@ def interactive_limits(agent: Agent) -> RunLimits:
     )
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    owner_id: int
+    agent: Agent
+    prompt: str
+    conversation: Conversation
+    limits: dict[str, Any]  # a complete RunLimits JSON value, copied as it is
+    kind: str = Run.Kind.INTERACTIVE
+    parent: Run | None = None
+
+
+def create_runs(specs: list[RunSpec], *, attempt: uuid.UUID | None = None) -> list[Run]:
+    """New runs with their limits copied whole and their prompts as first transcript entries,
+    in bulk. With `attempt`, they are created already claimed (running) by that attempt."""
+    now = timezone.now()
+    with transaction.atomic():
+        runs = Run.objects.bulk_create(
+            [
+                Run(
+                    owner_id=spec.owner_id,
+                    conversation=spec.conversation,
+                    agent=spec.agent,
+                    kind=spec.kind,
+                    parent=spec.parent,
+                    prompt=spec.prompt,
+                    limits=spec.limits,
+                    status=Run.Status.RUNNING if attempt else Run.Status.QUEUED,
+                    attempt=attempt,
+                    started_at=now if attempt else None,
+                    heartbeat_at=now if attempt else None,
+                )
+                for spec in specs
+            ]
+        )
+        TranscriptEntry.objects.bulk_create(
+            [
+                TranscriptEntry(run=run, seq=0, role=TranscriptEntry.Role.USER, content=run.prompt)
+                for run in runs
+            ]
+        )
+    return runs
+
+
 def create_run(
     owner_id: int,
     agent: Agent,
@@ -56,25 +102,9 @@ def create_run(
     parent: Run | None = None,
     attempt: uuid.UUID | None = None,
 ) -> Run:
-    """A new run with its complete limits copied and its prompt as the first transcript entry.
-    With `attempt`, the run is created already claimed (running) by that attempt."""
-    now = timezone.now()
-    with transaction.atomic():
-        run = Run.objects.create(
-            owner_id=owner_id,
-            conversation=conversation,
-            agent=agent,
-            kind=kind,
-            parent=parent,
-            prompt=prompt,
-            limits=limits.to_json(),
-            status=Run.Status.RUNNING if attempt else Run.Status.QUEUED,
-            attempt=attempt,
-            started_at=now if attempt else None,
-            heartbeat_at=now if attempt else None,
-        )
-        TranscriptEntry.objects.create(run=run, seq=0, role=TranscriptEntry.Role.USER, content=prompt)
-    return run
+    """One new run (see create_runs)."""
+    spec = RunSpec(owner_id, agent, prompt, conversation, limits.to_json(), kind, parent)
+    return create_runs([spec], attempt=attempt)[0]
 
 
 def start_interactive_run(
@@ -184,8 +214,16 @@ def keep_alive(attempt: uuid.UUID | None) -> Iterator[None]:
 
 
 def lost_runs(now: datetime) -> list[Run]:
+    """Running without a heartbeat for the lease, or queued so long that its task was lost
+    (django-q2 would have redelivered a task its worker took and dropped by then)."""
     lease = timedelta(seconds=settings.RUN_LEASE_SECONDS)
-    return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=now - lease).order_by("id"))
+    never_started = timedelta(seconds=settings.Q_RETRY_SECONDS) + lease
+    return list(
+        Run.objects.filter(
+            Q(status=Run.Status.RUNNING, heartbeat_at__lt=now - lease)
+            | Q(status=Run.Status.QUEUED, created_at__lt=now - never_started)
+        ).order_by("id")
+    )
 
 
 def fail_lost_runs(*, now: datetime | None = None) -> list[int]:
@@ -194,8 +232,12 @@ def fail_lost_runs(*, now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     failed: list[int] = []
     for run in lost_runs(now):
-        silent = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
-        failure = WorkerLost(f"The worker stopped sending heartbeats ({silent} s without one).")
+        if run.status == Run.Status.QUEUED:
+            waited = int((now - run.created_at).total_seconds())
+            failure = WorkerLost(f"No worker started the run: its task was lost ({waited} s in the queue).")
+        else:
+            silent = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
+            failure = WorkerLost(f"The worker stopped sending heartbeats ({silent} s without one).")
         if finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure), attempt=run.attempt):
             failed.append(run.pk)
     return failed

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class SchedulesConfig(AppConfig):
@@ -12,9 +13,11 @@ class SchedulesConfig(AppConfig):
     def ready(self) -> None:
         from runs.signals import run_finished
         from schedules import checks  # noqa: F401  (registers the system checks)
+        from schedules.tasks import ensure_periodic_tasks
         from schedules.tools import register_schedule_tools
 
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
+        post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
 
 

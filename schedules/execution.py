@@ -1,11 +1,15 @@
 """Executing schedules: materialize due occurrences, then run each one exactly once (SPEC §5).
 
 The tick claims due schedules with SELECT ... FOR UPDATE SKIP LOCKED, so several clusters can
-tick at once without waiting on each other; the unique (schedule, scheduled_for) key is the last
-guard against a slot being inserted twice. Enqueueing happens inside the same transaction (ORM
-broker) or on commit (any other broker): an occurrence is never enqueued for a rolled-back write.
+tick at once without waiting on each other, and writes each batch in bulk: the occurrences
+(unique per schedule and slot, the last guard against a slot running twice), a new conversation
+and a queued run per runnable slot with the revision's complete limits, the admission
+(a reservation against the owner's ceilings, or a failed `admission_denied` run), and one
+django-q2 task per admitted run, enqueued inside the same transaction (ORM broker) or on commit
+(any other broker): nothing is enqueued for a rolled-back write, and a queued run already holds
+its money.
 
-The occurrence task claims its occurrence with a conditional update, so a task delivered twice
+The occurrence task claims its queued run with a conditional update, so a task delivered twice
 runs once. django_q is imported only by schedules/tasks.py, which passes `enqueue` in.
 """
 
@@ -13,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from accounting import ledger
@@ -36,7 +40,7 @@ from schedules.services import pause_for_invalid_definition
 
 logger = logging.getLogger(__name__)
 
-Enqueue = Callable[[int], None]
+Enqueue = Callable[[list[int]], None]  # occurrence ids; writes their tasks
 # After long downtime only the newest slot can run; this many older ones are recorded as missed.
 MAX_MISSED_RECORDED = 100
 
@@ -50,12 +54,13 @@ class TickReport:
     enqueued: list[int] = field(default_factory=list)
     missed: int = 0
     skipped: int = 0
+    refused: int = 0
     paused: list[int] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (
-            f"{len(self.enqueued)} enqueued, {self.missed} missed, {self.skipped} skipped, "
-            f"{len(self.paused)} paused as invalid"
+            f"{len(self.enqueued)} enqueued, {self.refused} refused admission, {self.missed} missed, "
+            f"{self.skipped} skipped, {len(self.paused)} paused as invalid"
         )
 
 
@@ -72,8 +77,9 @@ def materialize_due(
 ) -> TickReport:
     """Materialize every due schedule once. Idempotent and safe to run from several clusters.
 
-    Each batch is one transaction; each schedule in it gets a savepoint, so a broken schedule is
-    rolled back alone and paused with its reason while the others go ahead.
+    Each batch is one transaction. A schedule whose definition cannot be materialized is paused
+    with its reason and the others go ahead; if the batch's writes fail anyway, they are retried
+    one schedule at a time, each in a savepoint, so only the culprit is paused.
     """
     now = now or timezone.now()
     batch = batch or settings.SCHEDULE_TICK_BATCH
@@ -88,29 +94,59 @@ def materialize_due(
                 .select_related("current_revision", "current_revision__agent")
                 .order_by("next_occurrence_at", "id")[:batch]
             )
+            in_flight = set(
+                Occurrence.objects.filter(
+                    schedule_id__in=[s.pk for s in due],
+                    outcome__in=[Occurrence.Outcome.PENDING, Occurrence.Outcome.RUNNING],
+                ).values_list("schedule_id", flat=True)
+            )
+            plans: list[_Plan] = []
+            broken: list[tuple[Schedule, str]] = []
             for schedule in due:
                 try:
-                    with transaction.atomic():
-                        _materialize_one(schedule, now=now, enqueue=enqueue, report=report)
+                    plans.append(_plan(schedule, now=now, in_flight=schedule.pk in in_flight))
+                except InvalidDefinition as exc:
+                    broken.append((schedule, str(exc)))
                 except Exception as exc:  # one poison schedule must not stop the tick
-                    detail = (
-                        str(exc)
-                        if isinstance(exc, InvalidDefinition)
-                        else f"internal error ({type(exc).__name__})"
-                    )
-                    if not isinstance(exc, InvalidDefinition):
-                        logger.exception("materializing schedule %s failed", schedule.pk)
+                    logger.exception("planning schedule %s failed", schedule.pk)
+                    broken.append((schedule, f"internal error ({type(exc).__name__})"))
+            try:
+                with transaction.atomic():
+                    _write(plans, now=now, enqueue=enqueue, report=report)
+            except Exception:
+                logger.exception(
+                    "materializing a batch of %d schedules failed; retrying one by one", len(plans)
+                )
+                for plan in plans:
                     try:
                         with transaction.atomic():
-                            pause_for_invalid_definition(schedule, detail=detail, now=now)
-                        report.paused.append(schedule.pk)
-                    except Exception:
-                        logger.exception("pausing broken schedule %s failed", schedule.pk)
-                        unpausable.append(schedule.pk)
+                            _write([plan], now=now, enqueue=enqueue, report=report)
+                    except Exception as exc:
+                        logger.exception("materializing schedule %s failed", plan.schedule.pk)
+                        broken.append((plan.schedule, f"internal error ({type(exc).__name__})"))
+            for schedule, detail in broken:
+                try:
+                    with transaction.atomic():
+                        pause_for_invalid_definition(schedule, detail=detail, now=now)
+                    report.paused.append(schedule.pk)
+                except Exception:
+                    logger.exception("pausing broken schedule %s failed", schedule.pk)
+                    unpausable.append(schedule.pk)
         if progress is not None:
             progress(report)
         if len(due) < batch:
             return report
+
+
+@dataclass
+class _Plan:
+    """What the tick will write for one due schedule (computed before any write)."""
+
+    schedule: Schedule
+    missed: list[datetime]
+    run_slot: datetime | None  # the newest due slot, if within its grace window
+    skip: bool  # the previous run is still in flight
+    following: datetime | None
 
 
 def _check_definition(schedule: Schedule) -> None:
@@ -131,62 +167,153 @@ def _check_definition(schedule: Schedule) -> None:
         raise InvalidDefinition(str(exc)) from None
 
 
-def _due_slots(schedule: Schedule, now: datetime) -> tuple[list[datetime], datetime | None]:
-    """(every due slot, oldest first; the next slot after them) from next_occurrence_at to now."""
+def _plan(schedule: Schedule, *, now: datetime, in_flight: bool) -> _Plan:
+    _check_definition(schedule)
     revision = schedule.revision
     first = schedule.next_occurrence_at
     assert first is not None
     if schedule.kind == Schedule.Kind.ONE_TIME:
-        return [first], None
-    cron = recurrence.parse_cron(revision.cron)
-    zone = recurrence.parse_timezone(revision.timezone)
-    # next_occurrence_at is itself a slot; start just before it so it is included.
-    slots = recurrence.slots_between(cron, zone, first - timedelta(microseconds=1), now)
-    if not slots:  # a definition edited since: its stored slot is no longer a slot of the cron
-        slots = [first]
-    following = recurrence.next_slot(cron, zone, max(now, slots[-1]))
-    if following is None:
-        raise InvalidDefinition(f"cron {cron.expression!r} never fires again")
-    return slots, following
-
-
-def _materialize_one(schedule: Schedule, *, now: datetime, enqueue: Enqueue, report: TickReport) -> None:
-    _check_definition(schedule)
-    slots, following = _due_slots(schedule, now)
+        slots, following = [first], None
+    else:
+        cron = recurrence.parse_cron(revision.cron)
+        zone = recurrence.parse_timezone(revision.timezone)
+        # next_occurrence_at is itself a slot; start just before it so it is included.
+        slots = recurrence.slots_between(cron, zone, first - timedelta(microseconds=1), now)
+        if not slots:  # the definition changed since: its stored slot is no longer one of the cron's
+            slots = [first]
+        following = recurrence.next_slot(cron, zone, max(now, slots[-1]))
+        if following is None:
+            raise InvalidDefinition(f"cron {cron.expression!r} never fires again")
     newest = slots[-1]
-    revision = schedule.revision
     # No catch-up storm: only the newest slot may run, and only within its grace window.
     late = now - newest > grace()
-    missed = slots if late else slots[:-1]
-    rows = [
+    return _Plan(
+        schedule=schedule,
+        missed=slots if late else slots[:-1],
+        run_slot=None if late else newest,
+        skip=in_flight,
+        following=following,
+    )
+
+
+def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickReport) -> None:
+    """The batch's writes, in bulk: occurrences, queued runs in new conversations, admission
+    (reservations), tasks, and the schedules' next slots. `report` changes only on success."""
+    missed = [
         Occurrence(
-            schedule=schedule, scheduled_for=slot, revision=revision, outcome=Occurrence.Outcome.MISSED
+            schedule=p.schedule,
+            scheduled_for=slot,
+            revision=p.schedule.revision,
+            outcome=Occurrence.Outcome.MISSED,
         )
-        for slot in missed[-MAX_MISSED_RECORDED:]
+        for p in plans
+        for slot in p.missed[-MAX_MISSED_RECORDED:]
     ]
-    Occurrence.objects.bulk_create(rows, ignore_conflicts=True)
-    report.missed += len(missed)
-    if not late:
-        in_flight = schedule.occurrences.filter(
-            outcome__in=[Occurrence.Outcome.PENDING, Occurrence.Outcome.RUNNING]
-        ).exists()
-        outcome = Occurrence.Outcome.SKIPPED if in_flight else Occurrence.Outcome.PENDING
-        try:
-            with transaction.atomic():
-                occurrence = Occurrence.objects.create(
-                    schedule=schedule, scheduled_for=newest, revision=revision, outcome=outcome
-                )
-        except IntegrityError:
-            occurrence = None  # already materialized (a crash after insert, or a race): never twice
-        if occurrence is not None and outcome == Occurrence.Outcome.PENDING:
-            enqueue(occurrence.pk)
-            report.enqueued.append(occurrence.pk)
-        elif occurrence is not None:
-            report.skipped += 1
-    update: dict[str, object] = {"next_occurrence_at": following}
-    if schedule.kind == Schedule.Kind.ONE_TIME and late:
-        update["status"] = Schedule.Status.COMPLETED  # its only slot was missed
-    Schedule.objects.filter(pk=schedule.pk).update(**update)
+    skipped = [
+        Occurrence(
+            schedule=p.schedule,
+            scheduled_for=p.run_slot,
+            revision=p.schedule.revision,
+            outcome=Occurrence.Outcome.SKIPPED,
+        )
+        for p in plans
+        if p.run_slot is not None and p.skip
+    ]
+    Occurrence.objects.bulk_create(missed + skipped)
+    occurrences = Occurrence.objects.bulk_create(
+        [
+            Occurrence(schedule=p.schedule, scheduled_for=slot, revision=p.schedule.revision)
+            for p in plans
+            if (slot := p.run_slot) is not None and not p.skip
+        ]
+    )
+    runs = _queue_runs(occurrences)
+    refusals = ledger.reserve_many(
+        [ledger.ReservationRequest(run.owner_id, run.pk, run.run_limits.max_cost) for run in runs], now=now
+    )
+    enqueued = [
+        occurrence.pk for occurrence, run in zip(occurrences, runs, strict=True) if run.pk not in refusals
+    ]
+    enqueue(enqueued)
+    _set_column(Schedule, "next_occurrence_at", {p.schedule.pk: p.following for p in plans})
+    completed = [
+        p.schedule.pk for p in plans if p.schedule.kind == Schedule.Kind.ONE_TIME and p.run_slot is None
+    ]
+    Schedule.objects.filter(pk__in=completed).update(
+        status=Schedule.Status.COMPLETED
+    )  # its only slot was missed
+    # A refused admission is a failed run, counted like any failure (after the schedule moved on).
+    for run in runs:
+        if run.pk in refusals:
+            failure = AdmissionDenied(
+                f"Admission refused: {refusals[run.pk].message}.", dimension=refusals[run.pk].ceiling
+            )
+            run_services.finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure))
+    report.enqueued += enqueued
+    report.missed += sum(len(p.missed) for p in plans)
+    report.skipped += len(skipped)
+    report.refused += len(refusals)
+
+
+def _queue_runs(occurrences: list[Occurrence]) -> list[Run]:
+    """For each new occurrence: a new conversation named after the schedule and the local date,
+    with metadata naming the schedule and occurrence, and a queued run with the revision's
+    complete limits copied. Returns the runs in the occurrences' order."""
+    conversations = Conversation.objects.bulk_create(
+        [
+            Conversation(
+                owner_id=o.schedule.owner_id,
+                title=f"{o.revision.title} — {_local_date(o)}",
+                metadata={
+                    "schedule_id": o.schedule_id,
+                    "occurrence_id": o.pk,
+                    "scheduled_for": o.scheduled_for.isoformat(),
+                    "revision": o.revision.number,
+                },
+            )
+            for o in occurrences
+        ]
+    )
+    runs = run_services.create_runs(
+        [
+            run_services.RunSpec(
+                owner_id=o.schedule.owner_id,
+                agent=o.revision.agent,
+                prompt=o.revision.prompt,
+                conversation=conversation,
+                limits=o.revision.limits,  # the complete pinned value, whatever fields it has
+            )
+            for o, conversation in zip(occurrences, conversations, strict=True)
+        ]
+    )
+    for occurrence, run in zip(occurrences, runs, strict=True):
+        occurrence.run = run
+    _set_column(Occurrence, "run", {o.pk: o.run_id for o in occurrences})
+    return runs
+
+
+def _set_column(model: type[models.Model], field_name: str, values: dict[int, Any]) -> None:
+    """UPDATE one column of many rows to per-row values in one statement. On PostgreSQL that is
+    an UPDATE ... FROM unnest(), much cheaper than the CASE expression bulk_update builds."""
+    if not values:
+        return
+    field = model._meta.get_field(field_name)
+    assert isinstance(field, models.Field)
+    if connection.vendor != "postgresql":
+        rows = [model(pk=pk, **{field.attname: value}) for pk, value in values.items()]
+        model._default_manager.bulk_update(rows, [field_name])
+        return
+    table, column, db_type = model._meta.db_table, field.column, field.db_type(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{table}" SET "{column}" = v.value '  # noqa: S608 - identifiers from model metadata
+            f'FROM unnest(%s::bigint[], %s::{db_type}[]) AS v(id, value) WHERE "{table}".id = v.id',
+            [list(values), list(values.values())],
+        )
+
+
+def _local_date(occurrence: Occurrence) -> str:
+    return f"{occurrence.scheduled_for.astimezone(zoneinfo.ZoneInfo(occurrence.revision.timezone)):%-d %b %Y}"
 
 
 # -- the occurrence task ------------------------------------------------------------------------
@@ -195,73 +322,24 @@ def _materialize_one(schedule: Schedule, *, now: datetime, enqueue: Enqueue, rep
 def execute_occurrence(
     occurrence_id: int, *, client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep
 ) -> Run | None:
-    """Claim, admit and run one occurrence. Idempotent: a second delivery does nothing.
-
-    The claim, the new conversation, the run (with the revision's complete limits copied) and the
-    reservation are one transaction: if the reservation cannot be written, nothing starts. A
-    refused admission is a failed run (`admission_denied`), counted like any failure.
-    """
-    attempt = uuid.uuid4()
-    refusal: ledger.AdmissionRefused | None = None
-    now = timezone.now()
+    """Claim the occurrence's queued run and drive it to its end. Idempotent: a task delivered
+    twice, or one for an occurrence refused, cancelled or already running, does nothing."""
     with transaction.atomic():
-        claimed = Occurrence.objects.filter(pk=occurrence_id, outcome=Occurrence.Outcome.PENDING).update(
-            outcome=Occurrence.Outcome.RUNNING, attempt=attempt, claimed_at=now
+        occurrence = Occurrence.objects.select_related("run").filter(pk=occurrence_id).first()
+        if occurrence is None or occurrence.run is None or occurrence.outcome != Occurrence.Outcome.PENDING:
+            return None
+        attempt = run_services.claim_run(occurrence.run)
+        if attempt is None:
+            return None
+        Occurrence.objects.filter(pk=occurrence_id, outcome=Occurrence.Outcome.PENDING).update(
+            outcome=Occurrence.Outcome.RUNNING, attempt=attempt, claimed_at=timezone.now()
         )
-        if claimed != 1:
-            return None  # another worker has it, or it already ended
-        # The grace window was applied when the slot was found; a task that waited in a busy
-        # queue still runs, late, rather than losing the owner's briefing.
-        occurrence = Occurrence.objects.select_related("schedule", "revision", "revision__agent").get(
-            pk=occurrence_id
-        )
-        run = _start_run(occurrence, attempt)
-        try:
-            with transaction.atomic():
-                ledger.reserve(run.owner_id, run_id=run.pk, amount=run.run_limits.max_cost, now=now)
-        except ledger.AdmissionRefused as exc:
-            refusal = exc
-    if refusal is not None:
-        failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)
-        run_services.finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure), attempt=attempt)
-        run.refresh_from_db()
-        return run
-    return execute_run(run, client=client, sleep=sleep)
+    # The grace window was applied when the slot was found; a task that waited in a busy queue
+    # still runs, late, rather than losing the owner's briefing.
+    return execute_run(occurrence.run, client=client, sleep=sleep)
 
 
-def _start_run(occurrence: Occurrence, attempt: uuid.UUID) -> Run:
-    schedule, revision = occurrence.schedule, occurrence.revision
-    local = occurrence.scheduled_for.astimezone(zoneinfo.ZoneInfo(revision.timezone))
-    conversation = Conversation.objects.create(
-        owner_id=schedule.owner_id,
-        title=f"{revision.title} — {local:%-d %b %Y}",
-        metadata={
-            "schedule_id": schedule.pk,
-            "occurrence_id": occurrence.pk,
-            "scheduled_for": occurrence.scheduled_for.isoformat(),
-            "revision": revision.number,
-        },
-    )
-    run = run_services.create_run(
-        schedule.owner_id,
-        revision.agent,
-        revision.prompt,
-        conversation=conversation,
-        limits=revision.run_limits,  # the complete pinned value, whatever fields it has
-        attempt=attempt,
-    )
-    Occurrence.objects.filter(pk=occurrence.pk).update(run=run)
-    return run
-
-
-def reap(*, now: datetime | None = None) -> tuple[list[int], int]:
-    """Fail runs whose worker died (`worker_lost`, counted), and record as missed the occurrences
-    whose task was lost (still pending long after django-q2 would have redelivered it), so they
-    stop counting as in flight. Idempotent."""
-    now = now or timezone.now()
-    lost = run_services.fail_lost_runs(now=now)
-    lost_task_after = timedelta(seconds=settings.Q_RETRY_SECONDS) + grace()
-    stale = Occurrence.objects.filter(
-        outcome=Occurrence.Outcome.PENDING, created_at__lt=now - lost_task_after
-    ).update(outcome=Occurrence.Outcome.MISSED, finished_at=now)
-    return lost, stale
+def reap(*, now: datetime | None = None) -> list[int]:
+    """Fail runs whose worker died, or whose task was lost before any worker took it, with
+    `worker_lost`; each counts like any failure and releases its reservation. Idempotent."""
+    return run_services.fail_lost_runs(now=now)

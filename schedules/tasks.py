@@ -6,9 +6,13 @@ The cluster is a worker here: its own scheduler only fires `tick` and `reap` eve
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
+from django_q.brokers.orm import ORM
+from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from schedules import execution
@@ -18,25 +22,73 @@ logger = logging.getLogger(__name__)
 OCCURRENCE_TASK = "schedules.tasks.run_occurrence"
 
 
-def enqueue_occurrence(occurrence_id: int) -> None:
-    """With the ORM broker on the default database the task row is written in the caller's
-    transaction; with any other broker it is sent only once that transaction commits."""
+class _BufferedOrmBroker(ORM):  # type: ignore[misc]
+    """django-q2's ORM broker, keeping the packages async_task signs so a tick inserts all its
+    tasks with one statement, in the tick's own transaction."""
 
-    def send() -> None:
-        async_task(
-            OCCURRENCE_TASK, occurrence_id, task_name=f"occurrence-{occurrence_id}", group="occurrences"
+    def __init__(self) -> None:
+        super().__init__()
+        self.packages: list[str] = []
+
+    def enqueue(self, task: str) -> None:
+        self.packages.append(task)
+
+    def flush(self) -> None:
+        now = timezone.now()
+        OrmQ.objects.bulk_create(
+            [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
         )
+        self.packages = []
 
+
+def _send(occurrence_id: int, **options: Any) -> None:
+    async_task(
+        OCCURRENCE_TASK,
+        occurrence_id,
+        task_name=f"occurrence-{occurrence_id}",
+        group="occurrences",
+        **options,
+    )
+
+
+def enqueue_occurrences(occurrence_ids: list[int]) -> None:
+    """One task per occurrence. With the ORM broker on the default database the task rows are
+    written in the caller's transaction; with any other broker they are sent once it commits."""
+    if not occurrence_ids:
+        return
     if settings.Q_CLUSTER.get("orm") == "default":
-        send()
+        broker = _BufferedOrmBroker()
+        for occurrence_id in occurrence_ids:
+            _send(occurrence_id, broker=broker)
+        broker.flush()
     else:
-        transaction.on_commit(send)
+
+        def send_all() -> None:
+            for occurrence_id in occurrence_ids:
+                _send(occurrence_id)
+
+        transaction.on_commit(send_all)
+
+
+PERIODIC_TASKS = {"schedules.tick": "schedules.tasks.tick", "schedules.reap": "schedules.tasks.reap"}
+
+
+def ensure_periodic_tasks(**kwargs: Any) -> None:
+    """The tick and the reaper, every minute, created once by name after each migrate (a
+    post_migrate hook). The django-q2 admin is read-only, so nobody edits them by hand."""
+    from django_q.models import Schedule as QueueSchedule
+
+    for name, func in PERIODIC_TASKS.items():
+        QueueSchedule.objects.get_or_create(
+            name=name,
+            defaults={"func": func, "schedule_type": QueueSchedule.MINUTES, "minutes": 1, "repeats": -1},
+        )
 
 
 def tick() -> str:
     """Materialize due occurrences and enqueue them (every minute)."""
-    report = execution.materialize_due(enqueue=enqueue_occurrence)
-    if report.enqueued or report.missed or report.skipped or report.paused:
+    report = execution.materialize_due(enqueue=enqueue_occurrences)
+    if report.enqueued or report.missed or report.skipped or report.paused or report.refused:
         logger.info("tick: %s", report)
     return str(report)
 
@@ -48,8 +100,8 @@ def run_occurrence(occurrence_id: int) -> str:
 
 
 def reap() -> str:
-    """Fail runs whose worker stopped heartbeating; mark never-delivered occurrences missed."""
-    lost, stale = execution.reap()
-    if lost or stale:
-        logger.warning("reaper: %d run(s) worker_lost, %d stale occurrence(s) missed", len(lost), stale)
-    return f"{len(lost)} lost, {stale} stale"
+    """Fail runs whose worker stopped heartbeating or whose task was lost."""
+    lost = execution.reap()
+    if lost:
+        logger.warning("reaper: %d run(s) failed worker_lost", len(lost))
+    return f"{len(lost)} lost"

@@ -15,6 +15,8 @@ def _fast_settings(settings: Any) -> None:
     # Retries in tests never sleep for real unless a test asks for it.
     settings.PROVIDER_BACKOFF_BASE_SECONDS = 0.001
     settings.PROVIDER_BACKOFF_CAP_SECONDS = 0.002
+    # Users are created in almost every test; a slow password hash is a cost, not a safeguard, here.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

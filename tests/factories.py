@@ -165,7 +165,7 @@ def run_due(schedule: Schedule, *, at: datetime | None = None) -> Run | None:
     assert schedule.next_occurrence_at is not None
     when = at or schedule.next_occurrence_at + timedelta(seconds=5)
     enqueued: list[int] = []
-    materialize_due(enqueue=enqueued.append, now=when)
+    materialize_due(enqueue=enqueued.extend, now=when)
     runs = [execute_occurrence(occurrence_id, sleep=lambda s: None) for occurrence_id in enqueued]
     schedule.refresh_from_db()
     return runs[-1] if runs else None

@@ -192,7 +192,7 @@ class Command(BaseCommand):
                 return
             if locked.next_occurrence_at > slot:  # replays go oldest first
                 return
-        execution.materialize_due(enqueue=collected.append, now=slot + timedelta(seconds=30))
+        execution.materialize_due(enqueue=collected.extend, now=slot + timedelta(seconds=30))
         for occurrence_id in collected:
             execution.execute_occurrence(occurrence_id, sleep=lambda seconds: None)
 

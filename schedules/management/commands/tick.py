@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from schedules import execution
-from schedules.tasks import enqueue_occurrence
+from schedules.tasks import enqueue_occurrences
 
 
 class Command(BaseCommand):
@@ -21,9 +21,9 @@ class Command(BaseCommand):
             self.stdout.write(f"… {report}")
 
         if sync:
-            report = execution.materialize_due(enqueue=collected.append, progress=progress)
+            report = execution.materialize_due(enqueue=collected.extend, progress=progress)
         else:
-            report = execution.materialize_due(enqueue=enqueue_occurrence, progress=progress)
+            report = execution.materialize_due(enqueue=enqueue_occurrences, progress=progress)
         self.stdout.write(f"Tick: {report}.")
         for index, occurrence_id in enumerate(collected, start=1):
             run = execution.execute_occurrence(occurrence_id)

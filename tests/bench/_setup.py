@@ -1,0 +1,57 @@
+"""Shared start-up for benchmark scripts: a dedicated, freshly created PostgreSQL database.
+
+Benchmarks are scripts, not tests: they print figures next to a baseline measured in the same
+run. Each one creates its own database (dropped at the end unless --keep) and never touches any
+other data.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
+    """Create database `name` on the server of DATABASE_URL (default local postgres), point
+    Django at it, migrate, and drop it afterwards."""
+    import psycopg
+
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    parts = urlsplit(base)
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    url = urlunsplit(parts._replace(path=f"/{name}"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    print(f"migrating {name} …", flush=True)
+    call_command("migrate", verbosity=0)
+    try:
+        yield url
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not keep:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def progress(label: str, done: int, total: int) -> None:
+    end = "\n" if done >= total else "\r"
+    print(f"  {label}: {done}/{total}", end=end, flush=True)
