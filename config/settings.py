@@ -102,8 +102,9 @@ DATABASES = {
 }
 if not _database_url:
     (BASE_DIR / "var").mkdir(exist_ok=True)
-# django-q2 forks its workers; a persistent connection opened before the fork must not be shared.
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 0, minimum=0)
+# Persistent connections are per process: django-q2 closes every connection before it forks its
+# workers, so no worker shares one (a pool opened before the fork would be; pooling is refused).
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Parameters travel separately from the SQL instead of being quoted into it by the client:
     # the tick's bulk writes are about 1.5x faster. Turn off behind a transaction-pooling proxy.
@@ -237,6 +238,7 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": 1000,
     "poll": 0.5,
+    "bulk": 10,  # tasks the pusher takes from the queue per round trip
     "recycle": 200,
     "label": "Task queue",
     # django-q2 logs a line per enqueued task at INFO; a tick of thousands would flood the log.
