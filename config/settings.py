@@ -162,7 +162,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING"))},
     # httpx logs every request line at INFO; provider URLs carry no secrets, but keep the noise down.
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        # django-q2 logs a line per enqueued task at INFO; a tick of thousands would flood the log.
+        "django-q": {"level": env_choice("Q_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING"))},
+    },
 }
 
 EMAIL_BACKEND = env_str(
@@ -241,6 +246,5 @@ Q_CLUSTER = {
     "bulk": 10,  # tasks the pusher takes from the queue per round trip
     "recycle": 200,
     "label": "Task queue",
-    # django-q2 logs a line per enqueued task at INFO; a tick of thousands would flood the log.
-    "log_level": env_choice("Q_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING")),
+    "log_level": LOGGING["loggers"]["django-q"]["level"],  # type: ignore[index]
 }

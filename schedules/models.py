@@ -284,3 +284,62 @@ def revision_snapshot(revision: ScheduleRevision) -> dict[str, Any]:
         "max_consecutive_failures": revision.max_consecutive_failures,
         **revision.limits,
     }
+
+
+class NotificationSettings(models.Model):
+    """How an owner hears that a schedule paused itself (email, a signed webhook, or both)."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    email_enabled = models.BooleanField(default=True)
+    webhook_enabled = models.BooleanField(default=False)
+    webhook_url = models.URLField(max_length=500, blank=True)
+    # Signs each webhook body (HMAC-SHA256); shown to the owner once, when it is rotated.
+    webhook_secret = models.CharField(max_length=64, blank=True)
+    webhook_failures = models.PositiveIntegerField(default=0, help_text="Consecutive permanent failures.")
+    webhook_disabled_at = models.DateTimeField(null=True, blank=True)
+    webhook_disabled_reason = models.CharField(max_length=300, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "notification settings"
+
+    def __str__(self) -> str:
+        return f"Notifications of {self.owner}"
+
+    @property
+    def webhook_active(self) -> bool:
+        return self.webhook_enabled and bool(self.webhook_url) and self.webhook_disabled_at is None
+
+
+class NotificationAttempt(AppendOnlyModel):
+    """One delivery attempt of a pause notification on one channel (content-free)."""
+
+    class Channel(models.TextChoices):
+        EMAIL = "email"
+        WEBHOOK = "webhook"
+
+    class Outcome(models.TextChoices):
+        DELIVERED = "delivered"
+        RETRYING = "retrying", "failed, will retry"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.CASCADE, null=True, blank=True, related_name="notification_attempts"
+    )
+    pause_event = models.ForeignKey(PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    detail = models.CharField(max_length=300, blank=True)
+    is_test = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["schedule", "-created_at"], name="notify_schedule_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.outcome} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -267,6 +268,12 @@ def _pause_locked(
         created_at=now,
     )
     Schedule.objects.filter(pk=schedule.pk).update(status=Schedule.Status.PAUSED, pause=event)
+    if actor_id is None:
+        # The schedule paused itself: tell the owner once this pause has committed (a rolled-back
+        # pause sends nothing). django_q stays behind schedules.tasks.
+        from schedules.tasks import enqueue_pause_notification
+
+        transaction.on_commit(partial(enqueue_pause_notification, event.pk))
     return event
 
 

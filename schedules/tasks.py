@@ -85,6 +85,19 @@ def ensure_periodic_tasks(**kwargs: Any) -> None:
         )
 
 
+def enqueue_pause_notification(pause_event_id: int) -> None:
+    """Called on commit of a pause the schedule made itself."""
+    async_task("schedules.tasks.notify_pause", pause_event_id, task_name=f"notify-pause-{pause_event_id}")
+
+
+def notify_pause(pause_event_id: int) -> str:
+    """Send the owner's pause notice on each enabled channel; repeats send nothing twice."""
+    from schedules.notifications import deliver_pause_notice
+
+    attempts = deliver_pause_notice(pause_event_id)
+    return ", ".join(f"{a.channel} {a.outcome}" for a in attempts) or "nothing to send"
+
+
 def tick() -> str:
     """Materialize due occurrences and enqueue them (every minute)."""
     report = execution.materialize_due(enqueue=enqueue_occurrences)

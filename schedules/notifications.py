@@ -1,0 +1,369 @@
+"""Telling the owner when a schedule pauses itself, so a paused briefing is not found days later.
+
+One message per pause, content-free like `schedule.run_accounted`: the title, when and why it
+paused in one sentence, the classification of the failed runs that tripped it, the count and
+the limit, and a link. Never a prompt, an answer or a provider message. It is sent after the
+pause commits (a django-q2 task enqueued on commit), on every channel the owner enabled: email,
+and a webhook POST signed with HMAC-SHA256 over the body with the owner's secret. Every attempt
+is recorded; a failing webhook never affects the schedule or the other channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import random
+import secrets
+import time
+import uuid
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from accounting.models import AccountingEvent
+from runs.providers.classify import classify_response, classify_transport_error
+from schedules import selectors
+from schedules.models import NotificationAttempt, NotificationSettings, PauseEvent
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Schedules-Signature"
+WEBHOOK_ATTEMPTS = 3
+WEBHOOK_TIMEOUT_SECONDS = 5.0
+# A webhook that fails permanently this many times in a row is turned off, with a note.
+DISABLE_AFTER_PERMANENT_FAILURES = 3
+SELF_PAUSES = (PauseEvent.Reason.FAILURE_LIMIT, PauseEvent.Reason.INVALID_DEFINITION)
+
+
+class InvalidNotificationSettings(ValueError):
+    def __init__(self, fields: dict[str, str]) -> None:
+        self.fields = fields
+        super().__init__("; ".join(fields.values()))
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def settings_for(owner_id: int) -> NotificationSettings:
+    found = NotificationSettings.objects.filter(owner_id=owner_id).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return NotificationSettings.objects.create(owner_id=owner_id)
+    except IntegrityError:  # created meanwhile by a concurrent request
+        return NotificationSettings.objects.get(owner_id=owner_id)
+
+
+def check_webhook_url(url: str) -> str:
+    """An https URL; plain http only for localhost outside production."""
+    url = url.strip()
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidNotificationSettings({"webhook_url": "webhook_url must be an absolute https:// URL"})
+    if parts.scheme == "http" and not (local and not settings.PRODUCTION):
+        raise InvalidNotificationSettings(
+            {
+                "webhook_url": (
+                    "webhook_url must use https:// (plain http is allowed only for localhost in development)"
+                )
+            }
+        )
+    if parts.username or parts.password:
+        raise InvalidNotificationSettings(
+            {"webhook_url": "webhook_url must not carry a user name or password"}
+        )
+    return url
+
+
+def update_notification_settings(
+    owner: AbstractBaseUser, *, email_enabled: bool, webhook_enabled: bool, webhook_url: str
+) -> tuple[NotificationSettings, str]:
+    """Save the owner's channels; returns them and a new webhook secret if one was just made
+    (shown once). Re-enabling or changing the URL clears an automatic disable."""
+    assert owner.pk is not None
+    url = check_webhook_url(webhook_url)
+    if webhook_enabled and not url:
+        raise InvalidNotificationSettings({"webhook_url": "webhook_url is required to turn the webhook on"})
+    with transaction.atomic():
+        current = NotificationSettings.objects.select_for_update().get(pk=settings_for(int(owner.pk)).pk)
+        new_secret = ""
+        if webhook_enabled and not current.webhook_secret:
+            new_secret = current.webhook_secret = _new_secret()
+        if url != current.webhook_url or (webhook_enabled and not current.webhook_enabled):
+            current.webhook_disabled_at, current.webhook_disabled_reason, current.webhook_failures = (
+                None,
+                "",
+                0,
+            )
+        current.email_enabled, current.webhook_enabled, current.webhook_url = (
+            email_enabled,
+            webhook_enabled,
+            url,
+        )
+        current.save()
+    return current, new_secret
+
+
+def rotate_webhook_secret(owner: AbstractBaseUser) -> str:
+    """A new signing secret, returned once; the old one stops verifying at once."""
+    assert owner.pk is not None
+    secret = _new_secret()
+    NotificationSettings.objects.filter(pk=settings_for(int(owner.pk)).pk).update(
+        webhook_secret=secret, updated_at=timezone.now()
+    )
+    return secret
+
+
+def _new_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+# -- the message ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Notice:
+    subject: str
+    text: str
+    payload: dict[str, Any]
+
+
+def pause_notice(event: PauseEvent) -> Notice:
+    """The content-free message for a pause: built only from the pause record and the
+    schedule's accounting events, which carry no prompt, answer or provider message."""
+    schedule = event.schedule
+    tz = selectors.owner_timezone(schedule.owner_id)
+    accounted = list(
+        AccountingEvent.objects.filter(schedule_id=schedule.pk, created_at__lte=event.created_at).order_by(
+            "-created_at", "-id"
+        )[: max(event.failures_at_event, 1)]
+    )
+    sentence = selectors.pause_explanation(schedule, event, accounted, {}, tz)
+    tripped = [e for e in accounted if e.failure][: event.failures_at_event]
+    failures = [
+        {"run_id": e.run_id, "scheduled_for": e.payload.get("scheduled_for"), **(e.failure or {})}
+        for e in reversed(tripped)
+    ]
+    link = settings.SITE_URL + reverse("schedules:detail", args=[schedule.pk])
+    lines = [sentence, "", f"Failures counted: {event.failures_at_event} of {event.failure_limit}."]
+    zone = zoneinfo.ZoneInfo(tz)
+    for accounted_event in reversed(tripped):
+        words = selectors.Failure.from_payload(accounted_event.failure)
+        when = datetime.fromisoformat(accounted_event.payload["scheduled_for"]).astimezone(zone)
+        classification = words.long if words else ""
+        lines.append(f"- {when:%-d %b %H:%M} {when.tzname()}, run {accounted_event.run_id}: {classification}")
+    lines += [
+        "",
+        "Resuming keeps the count: until a run completes, the next failure pauses it again.",
+        f"Open: {link}",
+    ]
+    payload = {
+        "event": "schedule.paused",
+        "schedule": {"id": schedule.pk, "title": schedule.title, "url": link},
+        "paused_at": event.created_at.isoformat(),
+        "reason": event.reason,
+        "summary": sentence,
+        "detail": event.detail,
+        "consecutive_failures": event.failures_at_event,
+        "max_consecutive_failures": event.failure_limit,
+        "failures": failures,
+        "test": False,
+    }
+    return Notice(subject=f"Paused: {schedule.title}", text="\n".join(lines), payload=payload)
+
+
+def test_notice(owner_id: int) -> Notice:
+    link = settings.SITE_URL + reverse("schedules:list")
+    payload = {
+        "event": "schedule.paused",
+        "schedule": {"id": None, "title": "Test notification", "url": link},
+        "paused_at": timezone.now().isoformat(),
+        "reason": "test",
+        "summary": "This is a test: your notifications reach you. No schedule was paused.",
+        "detail": "",
+        "consecutive_failures": 0,
+        "max_consecutive_failures": 0,
+        "failures": [],
+        "test": True,
+    }
+    return Notice(subject="Test notification", text=f"{payload['summary']}\n\nOpen: {link}", payload=payload)
+
+
+# -- delivery -------------------------------------------------------------------------------------
+
+
+def deliver_pause_notice(
+    pause_event_id: int, *, client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep
+) -> list[NotificationAttempt]:
+    """Send one pause's notice on each enabled channel. Idempotent per channel: a second
+    delivery of the task sends nothing on a channel that already has an attempt."""
+    event = PauseEvent.objects.select_related("schedule", "schedule__owner").filter(pk=pause_event_id).first()
+    if event is None or event.action != PauseEvent.Action.PAUSE or event.reason not in SELF_PAUSES:
+        return []
+    notice = pause_notice(event)
+    done = set(NotificationAttempt.objects.filter(pause_event=event).values_list("channel", flat=True))
+    return _deliver(event.schedule.owner, notice, event=event, skip=done, client=client, sleep=sleep)
+
+
+def send_test_notification(
+    owner: AbstractBaseUser,
+    *,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[NotificationAttempt]:
+    """A sample notice on every enabled channel, recorded like a real one."""
+    assert owner.pk is not None
+    return _deliver(owner, test_notice(int(owner.pk)), event=None, skip=set(), client=client, sleep=sleep)
+
+
+def _deliver(
+    owner: Any,
+    notice: Notice,
+    *,
+    event: PauseEvent | None,
+    skip: set[str],
+    client: httpx.Client | None,
+    sleep: Callable[[float], None],
+) -> list[NotificationAttempt]:
+    channels = settings_for(owner.pk)
+    attempts: list[NotificationAttempt] = []
+    record = _recorder(owner.pk, event, attempts)
+    if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in skip:
+        _send_email(owner, notice, record)
+    if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in skip:
+        own = client is None
+        http = client or httpx.Client(timeout=WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False)
+        try:
+            _send_webhook(channels, notice, http, record, sleep)
+        finally:
+            if own:
+                http.close()
+    return attempts
+
+
+Record = Callable[..., NotificationAttempt]
+
+
+def _recorder(owner_id: int, event: PauseEvent | None, attempts: list[NotificationAttempt]) -> Record:
+    def record(
+        channel: str, outcome: str, *, attempt: int = 1, status: int | None = None, detail: str = ""
+    ) -> NotificationAttempt:
+        row = NotificationAttempt.objects.create(
+            owner_id=owner_id,
+            schedule_id=event.schedule_id if event else None,
+            pause_event=event,
+            channel=channel,
+            attempt=attempt,
+            outcome=outcome,
+            http_status=status,
+            detail=detail[:300],
+            is_test=event is None,
+            created_at=timezone.now(),
+        )
+        attempts.append(row)
+        return row
+
+    return record
+
+
+def _send_email(owner: Any, notice: Notice, record: Record) -> None:
+    channel = NotificationAttempt.Channel.EMAIL
+    if not owner.email:
+        record(channel, NotificationAttempt.Outcome.SKIPPED, detail="no email address on the account")
+        return
+    try:
+        send_mail(notice.subject, notice.text, settings.DEFAULT_FROM_EMAIL, [owner.email])
+    except Exception as exc:  # SMTP errors vary; the attempt records the class, never the message
+        logger.warning("pause email to owner %s failed: %s", owner.pk, type(exc).__name__)
+        record(channel, NotificationAttempt.Outcome.FAILED, detail=f"sending failed ({type(exc).__name__})")
+        return
+    record(channel, NotificationAttempt.Outcome.DELIVERED, detail=f"sent to {owner.email}")
+
+
+def _send_webhook(
+    channels: NotificationSettings,
+    notice: Notice,
+    http: httpx.Client,
+    record: Record,
+    sleep: Callable[[float], None],
+) -> None:
+    """POST with capped, jittered retries of transient failures (the provider classification:
+    no response, 408, 409, 429, 5xx); a permanent one (410, other 4xx) is not retried."""
+    channel = NotificationAttempt.Channel.WEBHOOK
+    body = json.dumps(notice.payload, separators=(",", ":")).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "agent-schedules-webhook/1",
+        "X-Schedules-Event": str(notice.payload["event"]),
+        "X-Schedules-Delivery": str(uuid.uuid4()),
+        SIGNATURE_HEADER: sign(channels.webhook_secret, body),
+    }
+    for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+        try:
+            response = http.post(
+                channels.webhook_url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS
+            )
+        except httpx.TransportError as exc:
+            error = classify_transport_error("webhook", exc)
+            status = None
+        else:
+            if 200 <= response.status_code < 300:
+                record(
+                    channel,
+                    NotificationAttempt.Outcome.DELIVERED,
+                    attempt=attempt,
+                    status=response.status_code,
+                )
+                NotificationSettings.objects.filter(pk=channels.pk).update(webhook_failures=0)
+                return
+            error = classify_response(
+                "webhook", response.status_code, response.headers, None, code_from="code"
+            )
+            status = response.status_code
+        retry = error.transient and attempt < WEBHOOK_ATTEMPTS
+        outcome = NotificationAttempt.Outcome.RETRYING if retry else NotificationAttempt.Outcome.FAILED
+        kind = "transient" if error.transient else "permanent"
+        record(channel, outcome, attempt=attempt, status=status, detail=f"{kind}: {error.message}")
+        if retry:
+            sleep(min(10.0, random.uniform(0.5, 1.0) * 2**attempt))
+            continue
+        if not error.transient:
+            _count_permanent_failure(channels, status)
+        return
+
+
+def _count_permanent_failure(channels: NotificationSettings, status: int | None) -> None:
+    with transaction.atomic():
+        current = NotificationSettings.objects.select_for_update().get(pk=channels.pk)
+        current.webhook_failures += 1
+        if (
+            current.webhook_failures >= DISABLE_AFTER_PERMANENT_FAILURES
+            and current.webhook_disabled_at is None
+        ):
+            current.webhook_disabled_at = timezone.now()
+            current.webhook_disabled_reason = (
+                f"Turned off after {current.webhook_failures} permanent failures in a row "
+                f"(last: HTTP {status or 'no response'}). Check the URL, then save to turn it back on."
+            )
+        current.save()
