@@ -161,7 +161,8 @@ def _describe(field: str, error: Any) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind == "value_error":
-        return str(ctx.get("error", error["msg"]))
+        message = str(ctx.get("error", error["msg"]))
+        return message if message.startswith(field.rsplit(".", 1)[-1]) else f"{field} {message}"
     if kind == "missing":
         return f"{field} is required"
     if kind == "extra_forbidden":

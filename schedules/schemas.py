@@ -41,6 +41,18 @@ NOT_UPDATABLE_MESSAGE = (
 )
 
 
+def _storable(value: str | None) -> str | None:
+    """Text the database can store: no NUL character, no unpaired surrogate."""
+    if value is not None:
+        if "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("must be valid Unicode text (it has an unpaired surrogate)") from None
+    return value
+
+
 def _check_prompt(value: str) -> str:
     if len(value) > settings.SCHEDULE_MAX_PROMPT_CHARS:
         raise ValueError(f"prompt must be at most {settings.SCHEDULE_MAX_PROMPT_CHARS} characters")
@@ -79,6 +91,7 @@ class ScheduleCreate(BaseModel):
     timezone: str | None = Field(default=None, max_length=64)
 
     _prompt = field_validator("prompt")(_check_prompt)
+    _text = field_validator("title", "prompt", "agent", "cron", "timezone")(_storable)
     _timezone = field_validator("timezone")(_check_timezone)
     _cron = field_validator("cron")(_check_cron)
 
@@ -95,6 +108,7 @@ class ScheduleUpdate(BaseModel):
     timezone: str | None = Field(default=None, max_length=64)
 
     _prompt = field_validator("prompt")(lambda v: v if v is None else _check_prompt(v))
+    _text = field_validator("title", "prompt", "cron", "timezone")(_storable)
     _timezone = field_validator("timezone")(_check_timezone)
     _cron = field_validator("cron")(_check_cron)
 
@@ -110,6 +124,8 @@ class ExplicitRevision(BaseModel):
     limits: RunLimits
     max_consecutive_failures: StrictInt = Field(ge=1, le=MAX_FAILURE_LIMIT)
     reason: str = Field(min_length=1, max_length=1000)
+
+    _text = field_validator("reason")(_storable)
 
 
 def parse_create(data: Any) -> ScheduleCreate:

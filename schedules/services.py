@@ -229,6 +229,8 @@ def pin_revision(
     now = now or timezone.now()
     with transaction.atomic():
         locked = _locked(schedule)
+        if locked.status == Schedule.Status.COMPLETED:
+            raise ScheduleCompleted(schedule)
         revision = _next_revision(
             locked,
             by=by,
@@ -278,11 +280,9 @@ def _pause_locked(
 
 
 def pause_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime | None = None) -> Schedule:
-    """active -> paused, reason `owner`, or `admin` when staff pause someone else's schedule.
+    """active -> paused, reason `owner`, or `admin` when someone else (an admin) pauses it.
     Raises NotActive otherwise, so a double click gives one transition."""
-    reason = PauseEvent.Reason.OWNER
-    if _user_id(by) != schedule.owner_id and getattr(by, "is_staff", False):
-        reason = PauseEvent.Reason.ADMIN
+    reason = PauseEvent.Reason.OWNER if _user_id(by) == schedule.owner_id else PauseEvent.Reason.ADMIN
     with transaction.atomic():
         locked = (
             Schedule.objects.select_for_update(of=("self",))

@@ -1,0 +1,412 @@
+"""The JSON representations of SPEC §8, as pydantic models, and how each is made from the rows.
+
+Field names are part of the contract. Money is a decimal string ("5.00"); times are ISO 8601 with
+an offset. Request bodies are not here: they are the shared models of schedules.schemas.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from accounting.ledger import BudgetSummary
+from accounting.models import AccountingEvent as AccountingEventRow
+from runs.limits import Dimension, format_money
+from runs.models import Run as RunRow
+from schedules.models import Occurrence as OccurrenceRow
+from schedules.models import PauseEvent, ScheduleRevision
+from schedules.models import Schedule as ScheduleRow
+
+Money = Annotated[
+    str,
+    Field(pattern=r"^\d+\.\d{2,6}$", examples=["5.00"], description="USD as a decimal string"),
+]
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- errors and lists -----------------------------------------------------------------------------
+
+
+class ErrorDetail(Out):
+    code: str = Field(description="snake_case, stable: what went wrong", examples=["not_paused"])
+    message: str = Field(description="plain words for a person")
+    fields: dict[str, str] = Field(
+        description="each invalid field (dotted when nested, e.g. limits.max_cost) and why"
+    )
+
+
+class Error(Out):
+    error: ErrorDetail
+
+
+# -- limits and usage --------------------------------------------------------------------------
+
+
+class Limits(Out):
+    """All eight RunLimits fields, as pinned (SPEC §2)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    max_steps: int
+    max_model_calls: int
+    max_tool_calls: int
+    max_cost: Money
+    synthesis_reserve_steps: int
+    synthesis_reserve_model_calls: int
+    synthesis_reserve_tool_calls: int
+    synthesis_reserve_cost: Money
+
+
+class Usage(Out):
+    steps: int
+    model_calls: int
+    tool_calls: int
+    cost: Money
+
+
+class AccountedFailure(Out):
+    """The content-free classification of `schedule.run_accounted`: `reason`, `error_class`, and
+    only those diagnostics the run recorded (absent keys were not recorded)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reason: str
+    error_class: str
+    provider: str | None = Field(default=None, description="present only when recorded")
+    provider_code: str | None = Field(default=None, description="present only when recorded")
+    http_status: int | None = Field(default=None, description="present only when recorded")
+    provider_parameter: str | None = Field(default=None, description="present only when recorded")
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+
+class Revision(Out):
+    number: int
+    created_at: datetime
+    path: Literal["schedule.create", "schedule.update", "explicit"]
+    created_by: str | None = Field(description="username; null once that user is deleted")
+    reason: str
+    prompt: str
+    cron: str | None
+    timezone: str
+    run_at: datetime | None
+    limits: Limits
+    max_consecutive_failures: int
+
+
+class Pause(Out):
+    reason: Literal["failure_limit", "owner", "admin", "invalid_definition"]
+    at: datetime
+    by: str | None = Field(description="username of who paused it; null for the system")
+    run_id: int | None = Field(description="the run that tripped a failure-limit pause")
+
+
+class LastRun(Out):
+    """The newest accounted run, from its content-free `schedule.run_accounted` event, so it is
+    still shown after the run's conversation is deleted."""
+
+    run_id: int | None
+    occurrence_id: int | None
+    scheduled_for: datetime | None
+    revision: int | None
+    status: str
+    usage: Usage
+    failure: AccountedFailure | None
+    accounted_at: datetime
+
+
+class Occurrence(Out):
+    id: int
+    scheduled_for: datetime
+    outcome: Literal["pending", "running", "completed", "failed", "cancelled", "missed", "skipped"]
+    revision: int = Field(description="the number of the revision in force when it was materialized")
+    run_id: int | None = Field(description="null once the run's conversation is deleted")
+
+
+class Schedule(Out):
+    id: int
+    title: str
+    agent: str
+    kind: Literal["one_time", "recurring"]
+    status: Literal["active", "paused", "completed"]
+    cron: str | None
+    timezone: str
+    run_at: datetime | None
+    pause: Pause | None
+    consecutive_failures: int
+    max_consecutive_failures: int
+    next_occurrence_at: datetime | None
+    revision: Revision = Field(description="the current revision")
+    last_run: LastRun | None
+
+
+class ScheduleDetail(Schedule):
+    occurrences: list[Occurrence] = Field(description="the newest occurrences, newest first")
+
+
+class SchedulePage(Out):
+    items: list[Schedule]
+    next: str | None = Field(description="absolute URL of the next page; null on the last")
+
+
+class RevisionPage(Out):
+    items: list[Revision]
+    next: str | None
+
+
+class OccurrencePage(Out):
+    items: list[Occurrence]
+    next: str | None
+
+
+# -- runs and accounting -------------------------------------------------------------------------
+
+
+class Synthesis(Out):
+    dimension: Dimension
+    step: int | None
+
+
+class RunFailure(Out):
+    reason: str
+    error_class: str
+    transient: bool | None
+    provider: str | None
+    provider_code: str | None
+    http_status: int | None
+    provider_parameter: str | None
+    message: str = Field(description="the provider's or runtime's words; shown to the owner only")
+
+
+class Run(Out):
+    id: int
+    kind: Literal["interactive", "delegated"]
+    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    limits: Limits
+    usage: Usage
+    synthesis: Synthesis | None = Field(description="which dimension activated synthesis, on which step")
+    failure: RunFailure | None
+    conversation_id: int
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class AccountingEvent(Out):
+    event: Literal["schedule.run_accounted"]
+    created_at: datetime
+    schedule_id: int | None
+    occurrence_id: int | None
+    scheduled_for: datetime | None
+    revision: int | None
+    run_id: int | None
+    status: str
+    usage: Usage
+    failure: AccountedFailure | None
+
+
+class AccountingEventPage(Out):
+    items: list[AccountingEvent]
+    next: str | None
+
+
+class Ceilings(Out):
+    daily: Money
+    monthly: Money
+
+
+class Spent(Out):
+    today: Money
+    month: Money
+
+
+class OpenReservations(Out):
+    count: int
+    total: Money
+
+
+class Budget(Out):
+    ceilings: Ceilings
+    spent: Spent
+    open_reservations: OpenReservations
+
+
+# -- from rows -----------------------------------------------------------------------------------
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+def _moment(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def limits_of(stored: dict[str, Any]) -> Limits:
+    return Limits.model_validate(stored)
+
+
+def revision_of(revision: ScheduleRevision) -> Revision:
+    return Revision(
+        number=revision.number,
+        created_at=revision.created_at,
+        path=revision.path,  # type: ignore[arg-type]
+        created_by=_username(revision.created_by),
+        reason=revision.reason,
+        prompt=revision.prompt,
+        cron=revision.cron or None,
+        timezone=revision.timezone,
+        run_at=revision.run_at,
+        limits=limits_of(revision.limits),
+        max_consecutive_failures=revision.max_consecutive_failures,
+    )
+
+
+def pause_of(event: PauseEvent | None) -> Pause | None:
+    if event is None:
+        return None
+    return Pause(
+        reason=event.reason,  # type: ignore[arg-type]
+        at=event.created_at,
+        by=_username(event.actor),
+        run_id=event.run_id,
+    )
+
+
+def _usage(payload: dict[str, Any]) -> Usage:
+    usage = payload.get("usage") or {}
+    return Usage(
+        steps=usage.get("steps", 0),
+        model_calls=usage.get("model_calls", 0),
+        tool_calls=usage.get("tool_calls", 0),
+        cost=usage.get("cost", "0.00"),
+    )
+
+
+def _accounted_failure(payload: dict[str, Any]) -> AccountedFailure | None:
+    failure = payload.get("failure")
+    # model_validate leaves unrecorded diagnostics unset, so they are left out of the JSON.
+    return AccountedFailure.model_validate(failure) if failure else None
+
+
+def last_run_of(event: AccountingEventRow | None) -> LastRun | None:
+    if event is None:
+        return None
+    payload = event.payload
+    return LastRun(
+        run_id=event.run_id,
+        occurrence_id=payload.get("occurrence_id"),
+        scheduled_for=_moment(payload.get("scheduled_for")),
+        revision=payload.get("revision"),
+        status=payload.get("status", ""),
+        usage=_usage(payload),
+        failure=_accounted_failure(payload),
+        accounted_at=event.created_at,
+    )
+
+
+def _schedule_fields(schedule: ScheduleRow) -> dict[str, Any]:
+    revision = schedule.revision
+    return {
+        "id": schedule.pk,
+        "title": schedule.title,
+        "agent": revision.agent.name,
+        "kind": schedule.kind,
+        "status": schedule.status,
+        "cron": revision.cron or None,
+        "timezone": revision.timezone,
+        "run_at": revision.run_at,
+        "pause": pause_of(schedule.pause),
+        "consecutive_failures": schedule.consecutive_failures,
+        "max_consecutive_failures": revision.max_consecutive_failures,
+        "next_occurrence_at": schedule.next_occurrence_at,
+        "revision": revision_of(revision),
+        "last_run": last_run_of(schedule.last_event),
+    }
+
+
+def schedule_of(schedule: ScheduleRow) -> Schedule:
+    return Schedule(**_schedule_fields(schedule))
+
+
+def schedule_detail_of(schedule: ScheduleRow, occurrences: list[OccurrenceRow]) -> ScheduleDetail:
+    return ScheduleDetail(**_schedule_fields(schedule), occurrences=[occurrence_of(o) for o in occurrences])
+
+
+def occurrence_of(occurrence: OccurrenceRow) -> Occurrence:
+    return Occurrence(
+        id=occurrence.pk,
+        scheduled_for=occurrence.scheduled_for,
+        outcome=occurrence.outcome,  # type: ignore[arg-type]
+        revision=occurrence.revision.number,
+        run_id=occurrence.run_id,
+    )
+
+
+def run_of(run: RunRow) -> Run:
+    failure = None
+    if run.status == RunRow.Status.FAILED:
+        failure = RunFailure(
+            reason=run.failure_reason,
+            error_class=run.error_class,
+            transient=run.transient,
+            provider=run.provider or None,
+            provider_code=run.provider_code or None,
+            http_status=run.http_status,
+            provider_parameter=run.provider_parameter or None,
+            message=run.failure_message,
+        )
+    synthesis = None
+    if run.synthesis_dimension:
+        synthesis = Synthesis(
+            dimension=run.synthesis_dimension,  # type: ignore[arg-type]
+            step=run.synthesis_step,
+        )
+    return Run(
+        id=run.pk,
+        kind=run.kind,  # type: ignore[arg-type]
+        status=run.status,  # type: ignore[arg-type]
+        limits=limits_of(run.limits),
+        usage=Usage(
+            steps=run.steps,
+            model_calls=run.model_calls,
+            tool_calls=run.tool_calls,
+            cost=format_money(run.cost),
+        ),
+        synthesis=synthesis,
+        failure=failure,
+        conversation_id=run.conversation_id,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+    )
+
+
+def accounting_event_of(event: AccountingEventRow) -> AccountingEvent:
+    payload = event.payload
+    return AccountingEvent(
+        event=event.event,  # type: ignore[arg-type]
+        created_at=event.created_at,
+        schedule_id=event.schedule_id,
+        occurrence_id=payload.get("occurrence_id"),
+        scheduled_for=_moment(payload.get("scheduled_for")),
+        revision=payload.get("revision"),
+        run_id=event.run_id,
+        status=payload.get("status", ""),
+        usage=_usage(payload),
+        failure=_accounted_failure(payload),
+    )
+
+
+def budget_of(summary: BudgetSummary) -> Budget:
+    return Budget(
+        ceilings=Ceilings(
+            daily=format_money(summary.daily_ceiling), monthly=format_money(summary.monthly_ceiling)
+        ),
+        spent=Spent(today=format_money(summary.spent_today), month=format_money(summary.spent_month)),
+        open_reservations=OpenReservations(count=summary.open_count, total=format_money(summary.open_total)),
+    )

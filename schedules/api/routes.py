@@ -1,0 +1,398 @@
+"""The routes of SPEC §8. Each handler parses input, checks scope and ownership, calls one service
+and renders: no transition is implemented here."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Router
+from ninja.params.functions import Query
+from ninja.responses import Status
+
+from accounting import ledger
+from accounting.models import AccountingEvent as AccountingEventRow
+from runs import services as run_services
+from runs.models import Conversation
+from runs.models import Run as RunRow
+from schedules import services
+from schedules.api import representations as out
+from schedules.api.auth import PIN, READ, WRITE, user_of
+from schedules.api.base import ScheduleApi, json_body
+from schedules.api.bodies import json_object
+from schedules.api.errors import ApiError
+from schedules.api.pagination import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, Ordering, paginate
+from schedules.models import Schedule as ScheduleRow
+from schedules.schemas import (
+    ExplicitRevision,
+    ScheduleCreate,
+    ScheduleUpdate,
+    parse_create,
+    parse_explicit,
+    parse_update,
+)
+
+VIA = "api"
+LAST_OCCURRENCES = 10
+
+api = ScheduleApi(
+    title="Scheduled agent runs",
+    version="1",
+    urls_namespace="api",
+    # Unset optional keys (the diagnostics a failed run did not record) are left out of the JSON.
+    default_router=Router(exclude_unset=True),
+    body_models={
+        "ScheduleCreate": ScheduleCreate,
+        "ScheduleUpdate": ScheduleUpdate,
+        "ExplicitRevision": ExplicitRevision,
+    },
+    description="""Schedules, their revisions and occurrences, runs, accounting events and the
+budget, for API clients.
+
+**Auth**: `Authorization: Bearer <token>`. A token acts as its user, limited by its scopes (`read`,
+`write`, `pin_revision`); each operation names the scope it needs. Pinning a revision also needs
+the user's pin permission. Another owner's object answers 404; admins (staff with the pin
+permission) may read, pause, resume and pin any schedule, as in the Django admin.
+
+**Errors** always have the shape `{"error": {"code", "message", "fields"}}`: 401 no, invalid or
+revoked token; 403 missing scope or permission; 404 not found or not yours; 409 wrong state;
+413 body too large; 422 invalid body or parameter (`fields` names each field, dotted when
+nested, e.g. `limits.synthesis_reserve_cost`); 429 too many requests, with `Retry-After`.
+
+**Lists** are newest first and paged: `{"items": [...], "next": <absolute URL or null>}`; follow
+`next` for the following page. `limit` sets the page size (1-100, default 50).
+
+Money is a decimal string (`"5.00"`); times are ISO 8601 with an offset.""",
+)
+
+E = out.Error
+
+
+def documented(scope: str, text: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An operation's description and schema extras: the scope it needs, and its JSON body."""
+    return {
+        "description": f"{text}\n\nScope: `{scope}`.",
+        "openapi_extra": {"x-required-scope": scope, **(body or {})},
+    }
+
+
+Cursor = Query(None, max_length=MAX_CURSOR_CHARS, description="the cursor of a `next` link")
+Limit = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="page size")
+
+SCHEDULES = Ordering(("created_at", "datetime"), ("id", "int"))
+REVISIONS = Ordering(("number", "int"))
+OCCURRENCES = Ordering(("scheduled_for", "datetime"), ("id", "int"))
+EVENTS = Ordering(("created_at", "datetime"), ("id", "int"))
+
+
+def is_admin(user: User) -> bool:
+    """SPEC §6: an admin is staff with the pin permission, and may act on any schedule."""
+    return user.is_staff and user.has_perm(services.PIN_PERMISSION)
+
+
+def visible_schedules(user: User) -> QuerySet[ScheduleRow]:
+    """The user's schedules (every schedule for an admin), with all a representation reads."""
+    schedules = ScheduleRow.objects.all() if is_admin(user) else ScheduleRow.objects.owned_by(user)
+    return schedules.select_related(
+        "current_revision",
+        "current_revision__agent",
+        "current_revision__created_by",
+        "pause",
+        "pause__actor",
+        "last_event",
+    )
+
+
+def schedule_for(user: User, schedule_id: int, *, owner_only: bool = False) -> ScheduleRow:
+    queryset = ScheduleRow.objects.owned_by(user) if owner_only else visible_schedules(user)
+    schedule: ScheduleRow = get_object_or_404(queryset, pk=schedule_id)
+    return schedule
+
+
+def current(user: User, schedule: ScheduleRow) -> out.Schedule:
+    """The schedule as it is now, after a service changed it."""
+    return out.schedule_of(get_object_or_404(visible_schedules(user), pk=schedule.pk))
+
+
+# -- schedules ------------------------------------------------------------------------------------
+
+
+@api.get(
+    "/schedules",
+    auth=READ,
+    response={200: out.SchedulePage, 401: E, 403: E, 422: E, 429: E},
+    summary="List schedules",
+    tags=["schedules"],
+    **documented("read", "Newest first; `?status=paused` lists the paused ones."),
+)
+def list_schedules(
+    request: HttpRequest,
+    status: Literal["active", "paused", "completed"] | None = Query(None, description="only this status"),
+    cursor: str | None = Cursor,
+    limit: int = Limit,
+) -> out.SchedulePage:
+    schedules = visible_schedules(user_of(request))
+    if status is not None:
+        schedules = schedules.filter(status=status)
+    items, next_url = paginate(
+        request, schedules, SCHEDULES, cursor=cursor, limit=limit, render=out.schedule_of
+    )
+    return out.SchedulePage(items=items, next=next_url)
+
+
+@api.post(
+    "/schedules",
+    auth=WRITE,
+    response={201: out.Schedule, 401: E, 403: E, 413: E, 422: E, 429: E},
+    summary="Create a schedule",
+    tags=["schedules"],
+    **documented(
+        "write",
+        "Through the `schedule.create` policy: two consecutive failures pause it; its cost limit is "
+        "the agent's finite cost limit or USD 5, capped by the schedule cost ceiling; synthesis "
+        "reserves of 2 steps, 2 model calls and USD 1, each kept only below its total. Give "
+        "`run_at` (one-time) or `cron` and `timezone` (recurring).",
+        json_body("ScheduleCreate", "title, prompt, agent (its name), run_at or cron + timezone"),
+    ),
+)
+def create_schedule(request: HttpRequest) -> Status[out.Schedule]:
+    user = user_of(request)
+    data = parse_create(json_object(request))
+    schedule = services.create_schedule(user, data, via=VIA)
+    return Status(201, current(user, schedule))
+
+
+@api.get(
+    "/schedules/{int:schedule_id}",
+    auth=READ,
+    response={200: out.ScheduleDetail, 401: E, 403: E, 404: E, 429: E},
+    summary="Get a schedule",
+    tags=["schedules"],
+    **documented("read", f"With its current revision and its last {LAST_OCCURRENCES} occurrences."),
+)
+def get_schedule(request: HttpRequest, schedule_id: int) -> out.ScheduleDetail:
+    schedule = schedule_for(user_of(request), schedule_id)
+    occurrences = list(
+        schedule.occurrences.select_related("revision").order_by(*OCCURRENCES.order_by())[:LAST_OCCURRENCES]
+    )
+    return out.schedule_detail_of(schedule, occurrences)
+
+
+@api.patch(
+    "/schedules/{int:schedule_id}",
+    auth=WRITE,
+    response={200: out.Schedule, 401: E, 403: E, 404: E, 409: E, 413: E, 422: E, 429: E},
+    summary="Edit a schedule",
+    tags=["schedules"],
+    **documented(
+        "write",
+        "`schedule.update`: title, prompt, cron, timezone (or run_at for a one-time schedule), as a "
+        "new revision that copies the limits and failure limit. Any limit field or "
+        "`max_consecutive_failures` answers 422 `limits_not_updatable`: those change only through "
+        "an explicit revision. A completed schedule answers 409 `schedule_completed`.",
+        json_body("ScheduleUpdate", "only the fields to change"),
+    ),
+)
+def update_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
+    user = user_of(request)
+    schedule = schedule_for(user, schedule_id, owner_only=True)
+    data = parse_update(json_object(request))
+    services.update_schedule(schedule, data, by=user, via=VIA)
+    return current(user, schedule)
+
+
+@api.post(
+    "/schedules/{int:schedule_id}/pause",
+    auth=WRITE,
+    response={200: out.Schedule, 401: E, 403: E, 404: E, 409: E, 429: E},
+    summary="Pause a schedule",
+    tags=["schedules"],
+    **documented(
+        "write",
+        "Active to paused, with reason `owner` (or `admin` when an admin pauses someone else's "
+        "schedule). Not active: 409 `not_active`.",
+    ),
+)
+def pause_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
+    user = user_of(request)
+    schedule = schedule_for(user, schedule_id)
+    services.pause_schedule(schedule, by=user)
+    return current(user, schedule)
+
+
+@api.post(
+    "/schedules/{int:schedule_id}/resume",
+    auth=WRITE,
+    response={200: out.Schedule, 401: E, 403: E, 404: E, 409: E, 429: E},
+    summary="Resume a schedule",
+    tags=["schedules"],
+    **documented(
+        "write",
+        "Paused to active. The consecutive-failure count is kept: a schedule paused at its failure "
+        "limit pauses again at its next failure, until one of its runs completes. The next slot is "
+        "computed from now (no backfill). Not paused: 409 `not_paused`.",
+    ),
+)
+def resume_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
+    user = user_of(request)
+    schedule = schedule_for(user, schedule_id)
+    services.resume_schedule(schedule, by=user)
+    return current(user, schedule)
+
+
+# -- revisions and occurrences --------------------------------------------------------------------
+
+
+@api.get(
+    "/schedules/{int:schedule_id}/revisions",
+    auth=READ,
+    response={200: out.RevisionPage, 401: E, 403: E, 404: E, 422: E, 429: E},
+    summary="List a schedule's revisions",
+    tags=["schedules"],
+    **documented("read", "All revisions, newest first, with who made each, when, how and why."),
+)
+def list_revisions(
+    request: HttpRequest, schedule_id: int, cursor: str | None = Cursor, limit: int = Limit
+) -> out.RevisionPage:
+    schedule = schedule_for(user_of(request), schedule_id)
+    revisions = schedule.revisions.select_related("created_by")
+    items, next_url = paginate(
+        request, revisions, REVISIONS, cursor=cursor, limit=limit, render=out.revision_of
+    )
+    return out.RevisionPage(items=items, next=next_url)
+
+
+@api.post(
+    "/schedules/{int:schedule_id}/revisions",
+    auth=PIN,
+    response={201: out.Revision, 401: E, 403: E, 404: E, 413: E, 422: E, 429: E},
+    summary="Pin an explicit revision",
+    tags=["schedules"],
+    **documented(
+        "pin_revision",
+        "The only way limits or the failure limit change: complete `limits`, "
+        "`max_consecutive_failures` and a `reason`. It governs occurrences materialized after it; "
+        "runs already materialized keep the limits they copied, and earlier revisions are never "
+        "rewritten. Also needs the user's pin permission (403 `permission_denied` otherwise).",
+        json_body("ExplicitRevision", "complete limits, the failure limit and a reason"),
+    ),
+)
+def pin_revision(request: HttpRequest, schedule_id: int) -> Status[out.Revision]:
+    user = user_of(request)
+    if not user.has_perm(services.PIN_PERMISSION):  # before the body, so no permission is a 403
+        raise ApiError(403, "permission_denied", "Pinning a revision needs the pin_revision permission.")
+    schedule = schedule_for(user, schedule_id)
+    data = parse_explicit(json_object(request))
+    revision = services.pin_revision(schedule, data, by=user, via=VIA)
+    revision = schedule.revisions.select_related("created_by").get(pk=revision.pk)
+    return Status(201, out.revision_of(revision))
+
+
+@api.get(
+    "/schedules/{int:schedule_id}/occurrences",
+    auth=READ,
+    response={200: out.OccurrencePage, 401: E, 403: E, 404: E, 422: E, 429: E},
+    summary="List a schedule's occurrences",
+    tags=["schedules"],
+    **documented(
+        "read",
+        "Newest first: when each slot was due, its outcome, the revision in force, and its run "
+        "(null once the run's conversation is deleted).",
+    ),
+)
+def list_occurrences(
+    request: HttpRequest, schedule_id: int, cursor: str | None = Cursor, limit: int = Limit
+) -> out.OccurrencePage:
+    schedule = schedule_for(user_of(request), schedule_id)
+    occurrences = schedule.occurrences.select_related("revision")
+    items, next_url = paginate(
+        request, occurrences, OCCURRENCES, cursor=cursor, limit=limit, render=out.occurrence_of
+    )
+    return out.OccurrencePage(items=items, next=next_url)
+
+
+# -- runs, accounting, budget, conversations -------------------------------------------------------
+
+
+@api.get(
+    "/runs/{int:run_id}",
+    auth=READ,
+    response={200: out.Run, 401: E, 403: E, 404: E, 429: E},
+    summary="Get a run",
+    tags=["runs"],
+    **documented(
+        "read",
+        "Limits, usage, which dimension activated synthesis, and the failure with its message. "
+        "Only the run's owner sees it.",
+    ),
+)
+def get_run(request: HttpRequest, run_id: int) -> out.Run:
+    run = get_object_or_404(RunRow.objects.owned_by(user_of(request)), pk=run_id)
+    return out.run_of(run)
+
+
+@api.get(
+    "/accounting-events",
+    auth=READ,
+    response={200: out.AccountingEventPage, 401: E, 403: E, 422: E, 429: E},
+    summary="List accounting events",
+    tags=["accounting"],
+    **documented(
+        "read",
+        "`schedule.run_accounted` events, newest first; `?schedule=<id>` for one schedule's. They "
+        "are content-free and outlive the runs, conversations and schedules they describe.",
+    ),
+)
+def list_accounting_events(
+    request: HttpRequest,
+    schedule: int | None = Query(None, ge=1, le=2**63 - 1, description="a schedule id"),
+    cursor: str | None = Cursor,
+    limit: int = Limit,
+) -> out.AccountingEventPage:
+    user = user_of(request)
+    events = AccountingEventRow.objects.filter(event=AccountingEventRow.Kind.RUN_ACCOUNTED)
+    if not is_admin(user):
+        events = events.filter(owner_id=user.pk)
+    if schedule is not None:
+        events = events.filter(schedule_id=schedule)
+    items, next_url = paginate(
+        request, events, EVENTS, cursor=cursor, limit=limit, render=out.accounting_event_of
+    )
+    return out.AccountingEventPage(items=items, next=next_url)
+
+
+@api.get(
+    "/budget",
+    auth=READ,
+    response={200: out.Budget, 401: E, 403: E, 429: E},
+    summary="Get the budget",
+    tags=["accounting"],
+    **documented(
+        "read",
+        "The daily and monthly ceilings, spend today and this month (in the owner's time zone), "
+        "and the reservations held by runs in flight.",
+    ),
+)
+def get_budget(request: HttpRequest) -> out.Budget:
+    return out.budget_of(ledger.summarize(user_of(request).pk))
+
+
+@api.delete(
+    "/conversations/{int:conversation_id}",
+    auth=WRITE,
+    response={204: None, 401: E, 403: E, 404: E, 409: E, 429: E},
+    summary="Delete a conversation",
+    tags=["conversations"],
+    **documented(
+        "write",
+        "Deletes the conversation with its runs, transcripts and failure records; 204 with no body. "
+        "Spend and accounting events stay. A run in flight: 409 `conversation_busy`.",
+    ),
+)
+def delete_conversation(request: HttpRequest, conversation_id: int) -> Status[None]:
+    conversation = get_object_or_404(Conversation.objects.owned_by(user_of(request)), pk=conversation_id)
+    run_services.delete_conversation(conversation)
+    return Status(204, None)

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.http import HttpResponse
+from django.test import Client
+
+from schedules import tokens
+from tests.api.contract import PREFIX, served_contract
+
+ALL_SCOPES = ("read", "write", "pin_revision")
+
+
+class Api:
+    """Django's test client speaking JSON with a bearer token. Every response it receives is
+    checked against the served OpenAPI schema (tests/api/contract.py)."""
+
+    def __init__(self, secret: str | None = None) -> None:
+        self.secret = secret
+        self.client = Client()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: str | bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> HttpResponse:
+        url = path if path.startswith("http") or path.startswith(PREFIX) else PREFIX + path
+        extra: dict[str, str] = {}
+        if self.secret is not None:
+            extra["HTTP_AUTHORIZATION"] = f"Bearer {self.secret}"
+        data: str | bytes = raw if raw is not None else (json.dumps(body) if body is not None else "")
+        response: HttpResponse = self.client.generic(
+            method, url, data, content_type="application/json", headers=headers, **extra
+        )
+        served_contract().check(method, url.split("testserver", 1)[-1], response)
+        return response
+
+    def get(self, path: str, **kwargs: Any) -> HttpResponse:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> HttpResponse:
+        return self.request("POST", path, body, **kwargs)
+
+    def patch(self, path: str, body: Any = None, **kwargs: Any) -> HttpResponse:
+        return self.request("PATCH", path, body, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> HttpResponse:
+        return self.request("DELETE", path, **kwargs)
+
+
+def token_for(user: User, *scopes: str) -> str:
+    _, secret = tokens.create_api_token(user, name="test", scopes=list(scopes or ALL_SCOPES))
+    return secret
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> Iterator[None]:
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def api_as() -> Callable[..., Api]:
+    """api_as(user, "read", "write"): a client with a new token of those scopes (default: all)."""
+
+    def make(user: User, *scopes: str) -> Api:
+        return Api(token_for(user, *scopes))
+
+    return make
+
+
+@pytest.fixture
+def owner_api(owner: User) -> Api:
+    return Api(token_for(owner, "read", "write"))
+
+
+@pytest.fixture
+def other_api(other_owner: User) -> Api:
+    return Api(token_for(other_owner, *ALL_SCOPES))
+
+
+@pytest.fixture
+def admin_api(admin_user: User) -> Api:
+    return Api(token_for(admin_user, *ALL_SCOPES))
+
+
+@pytest.fixture
+def anonymous_api() -> Api:
+    return Api()
+
+
+def error_of(response: HttpResponse) -> dict[str, Any]:
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+# Every route of SPEC §8: (method, path with {schedule}/{run}/{conversation}, scope, a valid body).
+def valid_pin_body() -> dict[str, Any]:
+    from tests.factories import limits
+
+    return {
+        "limits": limits(max_cost="8.00", synthesis_reserve_cost="1.50").to_json(),
+        "max_consecutive_failures": 3,
+        "reason": "Research runs need USD 8 now.",
+    }
+
+
+ROUTES: list[tuple[str, str, str, Any]] = [
+    ("GET", "/schedules", "read", None),
+    (
+        "POST",
+        "/schedules",
+        "write",
+        {
+            "title": "Evening digest",
+            "prompt": "Summarise.",
+            "agent": "researcher",
+            "cron": "0 18 * * *",
+            "timezone": "Europe/Riga",
+        },
+    ),
+    ("GET", "/schedules/{schedule}", "read", None),
+    ("PATCH", "/schedules/{schedule}", "write", {"title": "Renamed"}),
+    ("POST", "/schedules/{schedule}/pause", "write", None),
+    ("POST", "/schedules/{schedule}/resume", "write", None),
+    ("GET", "/schedules/{schedule}/revisions", "read", None),
+    ("POST", "/schedules/{schedule}/revisions", "pin_revision", "pin"),
+    ("GET", "/schedules/{schedule}/occurrences", "read", None),
+    ("GET", "/runs/{run}", "read", None),
+    ("GET", "/accounting-events?schedule={schedule}", "read", None),
+    ("GET", "/budget", "read", None),
+    ("DELETE", "/conversations/{conversation}", "write", None),
+]
+
+
+class World:
+    """An owner's schedule with one failed, accounted run."""
+
+    def __init__(self, owner: User, agent: Any) -> None:
+        from runs.models import Run
+        from tests.factories import fail, make_schedule, materialize
+
+        self.schedule = make_schedule(owner, agent)
+        self.run: Run = fail(materialize(self.schedule))
+        self.schedule.refresh_from_db()
+
+    def path(self, template: str) -> str:
+        return template.format(
+            schedule=self.schedule.pk, run=self.run.pk, conversation=self.run.conversation_id
+        )
+
+
+@pytest.fixture
+def world(owner: User, agent: Any) -> World:
+    return World(owner, agent)
+
+
+def body_of(body: Any) -> Any:
+    return valid_pin_body() if body == "pin" else body

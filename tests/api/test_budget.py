@@ -1,0 +1,44 @@
+"""GET /api/v1/budget: ceilings, spend today and this month, open reservations, as money strings."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from accounting import ledger
+from accounting.models import OwnerBudget
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_budget_shows_ceilings_spend_and_reservations(owner, owner_api):
+    OwnerBudget.objects.filter(owner=owner).update(daily_ceiling=Decimal("30"))
+    ledger.record_usage(
+        owner_id=owner.pk,
+        run_id=1,
+        schedule_id=None,
+        provider="simulated",
+        model="sim-research",
+        input_tokens=1000,
+        output_tokens=200,
+        cost=Decimal("0.612345"),
+    )
+    ledger.reserve(owner.pk, run_id=2, amount=Decimal("5"))
+
+    response = owner_api.get("/budget")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "ceilings": {"daily": "30.00", "monthly": "250.00"},
+        "spent": {"today": "0.612345", "month": "0.612345"},
+        "open_reservations": {"count": 1, "total": "5.00"},
+    }
+
+
+def test_the_budget_is_the_token_users_own(owner, other_owner, other_api):
+    ledger.reserve(owner.pk, run_id=3, amount=Decimal("5"))
+
+    body = other_api.get("/budget").json()
+
+    assert body["open_reservations"] == {"count": 0, "total": "0.00"}
