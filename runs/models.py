@@ -63,11 +63,11 @@ class Agent(models.Model):
         return RunLimits.from_json(self.default_limits)
 
     def cost_of(self, input_tokens: int, output_tokens: int) -> Decimal:
-        million = Decimal(1_000_000)
-        cost: Decimal = (
-            Decimal(input_tokens) * self.input_price_per_mtok
-            + Decimal(output_tokens) * self.output_price_per_mtok
-        ) / million
+        # Decimal() again: an agent built in memory may still hold its prices as strings.
+        per_token = Decimal(self.input_price_per_mtok), Decimal(self.output_price_per_mtok)
+        cost = (Decimal(input_tokens) * per_token[0] + Decimal(output_tokens) * per_token[1]) / Decimal(
+            1_000_000
+        )
         return cost.quantize(Decimal("0.000001"))
 
 

@@ -10,6 +10,7 @@ answer completes the run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from accounting import ledger
 from runs import services
 from runs.failures import (
     BudgetExhausted,
+    Diagnostics,
     InternalError,
     Outcome,
     ProviderPermanentError,
@@ -44,13 +46,15 @@ from runs.providers.base import (
     ModelResponse,
     ProviderError,
     ToolCall,
+    ToolSpec,
     diagnostics,
 )
 from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
 
 logger = logging.getLogger(__name__)
 
-DELEGATE_WIRE_NAME = "agent_delegate"
+TOOL_CALL_ID_CHARS = 128  # TranscriptEntry.tool_call_id
+TOOL_NAME_CHARS = 64  # TranscriptEntry.tool_name
 TOOL_BUDGET_EXHAUSTED = (
     "Error: the tool-call budget of this run is exhausted; answer from the evidence you have."
 )
@@ -67,18 +71,22 @@ class _Loop:
     sleep: Callable[[float], None]
     limits: RunLimits = field(init=False)
     tools: list[Tool] = field(init=False)
+    specs: tuple[ToolSpec, ...] = field(init=False)
     history: list[Message] = field(init=False)
     seq: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.limits = self.run.run_limits
         self.tools = tools_for(self.run.agent)
-        self.history = _history(self.run)
-        self.seq = self.run.transcript.count()
+        self.specs = tuple(tool.spec() for tool in self.tools)  # a JSON schema export is not free
+        self.history, self.seq = _history(self.run)
         self.adapter = adapter_for(self.run.agent, self.client)
         self.deadline = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
         self.schedule_id = self.run.conversation.schedule_id
         self.ancestors = _ancestor_ids(self.run)
+        self.context = ToolContext(
+            run=self.run, agent=self.run.agent, http=self.client, delegate=self.delegate
+        )
 
     def drive(self) -> Outcome:
         while True:
@@ -92,7 +100,13 @@ class _Loop:
             if state.synthesis and not self.run.synthesis_dimension:
                 self.note_synthesis(state.synthesis)
             response = self.request(synthesis=state.synthesis is not None)
-            step = self.record_response(response)
+            # The tool calls that will run are counted with the usage, before any runs: one write.
+            runnable = (
+                0
+                if state.synthesis or response.defect
+                else self.tool_calls_that_fit(len(response.tool_calls))
+            )
+            step = self.record_response(response, tool_calls=runnable)
             if response.defect:
                 raise ProviderPermanentError(
                     f"The provider's response was unusable: {response.defect}.",
@@ -107,7 +121,7 @@ class _Loop:
                     f"(reserve activated by {state.synthesis.replace('_', ' ')}).",
                     dimension=state.synthesis,
                 )
-            self.run_tools(response.tool_calls, step)
+            self.run_tools(response.tool_calls, step, runnable=runnable)
 
     # -- before a request ---------------------------------------------------------------------
 
@@ -133,7 +147,7 @@ class _Loop:
             model=self.run.agent.model,
             system=self.run.agent.system_prompt,
             messages=tuple(self.history),
-            tools=tuple(tool.spec() for tool in self.tools),
+            tools=self.specs,
             synthesis_instruction=SYNTHESIS_INSTRUCTION if synthesis else None,
         )
 
@@ -145,14 +159,19 @@ class _Loop:
             return call_with_retries(self.adapter, request, sleep=self.sleep, before_attempt=between_attempts)
         except ProviderError as error:
             message = _redact(error.message, self.adapter)
+            found = _redact_diagnostics(error.diagnostics, self.adapter)
             if error.transient:
-                raise ProviderTransientError(message, diagnostics=error.diagnostics) from None
-            raise ProviderPermanentError(message, diagnostics=error.diagnostics) from None
+                raise ProviderTransientError(message, diagnostics=found) from None
+            raise ProviderPermanentError(message, diagnostics=found) from None
 
     # -- after a response ---------------------------------------------------------------------
 
-    def record_response(self, response: ModelResponse) -> int:
-        """Ledger entry, counters of this run and its ancestors, and the transcript: one transaction."""
+    def tool_calls_that_fit(self, asked: int) -> int:
+        return min(asked, tool_calls_that_fit(self.limits, self.run.tool_calls))
+
+    def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
+        """Ledger entry, counters of this run and its ancestors (with the tool calls about to
+        run), and the response in the transcript: one transaction."""
         agent = self.run.agent
         cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
         step = self.run.steps + 1
@@ -168,31 +187,40 @@ class _Loop:
                 cost=cost,
             )
             Run.objects.filter(pk__in=[self.run.pk, *self.ancestors]).update(
-                steps=F("steps") + 1, model_calls=F("model_calls") + 1, cost=F("cost") + cost
+                steps=F("steps") + 1,
+                model_calls=F("model_calls") + 1,
+                cost=F("cost") + cost,
+                tool_calls=F("tool_calls") + tool_calls,
             )
-            self.append(TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls)
+            self.append(
+                [
+                    self.entry(
+                        TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
+                    )
+                ]
+            )
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,
             self.run.model_calls + 1,
             self.run.cost + cost,
         )
+        self.run.tool_calls += tool_calls
         return step
 
-    def run_tools(self, calls: tuple[ToolCall, ...], step: int) -> None:
-        context = ToolContext(run=self.run, agent=self.run.agent, http=self.client, delegate=self.delegate)
-        for call in calls:
-            if tool_calls_that_fit(self.limits, self.run.tool_calls) < 1:
-                self.append(TranscriptEntry.Role.TOOL, step, TOOL_BUDGET_EXHAUSTED, call=call, is_error=True)
-                continue
-            # Counted before it runs, so a delegated child sizes its budget on the true usage.
-            Run.objects.filter(pk__in=[self.run.pk, *self.ancestors]).update(tool_calls=F("tool_calls") + 1)
-            self.run.tool_calls += 1
-            result, is_error = invoke(call, self.tools, context)
-            if call.name == DELEGATE_WIRE_NAME:  # the child's usage was added to ours
-                self.run.refresh_from_db(fields=["tool_calls"])
-            self.append(TranscriptEntry.Role.TOOL, step, result, call=call, is_error=is_error)
+    def run_tools(self, calls: tuple[ToolCall, ...], step: int, *, runnable: int) -> None:
+        """Run the first `runnable` calls (already counted); the rest get an error result that
+        says the budget is spent. Their results are written together, after the last one."""
+        context = self.context
+        results: list[tuple[TranscriptEntry, Message]] = []
+        for index, call in enumerate(calls):
+            if index < runnable:
+                result, is_error = invoke(call, self.tools, context)
+            else:
+                result, is_error = TOOL_BUDGET_EXHAUSTED, True
+            results.append(self.entry(TranscriptEntry.Role.TOOL, step, result, call=call, is_error=is_error))
+        self.append(results)
 
-    def append(
+    def entry(
         self,
         role: str,
         step: int,
@@ -201,9 +229,9 @@ class _Loop:
         tool_calls: tuple[ToolCall, ...] = (),
         call: ToolCall | None = None,
         is_error: bool = False,
-    ) -> None:
-        """One transcript entry, and the same message in the in-memory history."""
-        TranscriptEntry.objects.create(
+    ) -> tuple[TranscriptEntry, Message]:
+        """A transcript entry and the same message for the in-memory history."""
+        row = TranscriptEntry(
             run=self.run,
             seq=self.seq,
             step=step,
@@ -212,21 +240,29 @@ class _Loop:
             tool_calls=[
                 {"id": c.id, "name": c.name, "arguments": c.raw_arguments or c.arguments} for c in tool_calls
             ],
+            # A model may send any id or tool name; the columns are bounded, the history is not.
+            tool_call_id=call.id[:TOOL_CALL_ID_CHARS] if call else "",
+            tool_name=call.name[:TOOL_NAME_CHARS] if call else "",
+            is_error=is_error,
+        )
+        self.seq += 1
+        message = Message(
+            role=role,
+            content=content,
+            tool_calls=tool_calls,
             tool_call_id=call.id if call else "",
             tool_name=call.name if call else "",
             is_error=is_error,
         )
-        self.seq += 1
-        self.history.append(
-            Message(
-                role=role,
-                content=content,
-                tool_calls=tool_calls,
-                tool_call_id=call.id if call else "",
-                tool_name=call.name if call else "",
-                is_error=is_error,
-            )
-        )
+        return row, message
+
+    def append(self, entries: list[tuple[TranscriptEntry, Message]]) -> None:
+        rows = [row for row, _ in entries]
+        if len(rows) == 1:
+            rows[0].save(force_insert=True)  # one statement; bulk_create adds a transaction around it
+        else:
+            TranscriptEntry.objects.bulk_create(rows)
+        self.history.extend(message for _, message in entries)
 
     # -- delegation ---------------------------------------------------------------------------
 
@@ -318,17 +354,20 @@ def execute_run(
     finally:
         if own_client:
             active_client.close()
-    if outcome is not None:
-        services.finish_run(run, outcome, attempt=attempt)
-    run.refresh_from_db()
+    # finish_run refreshes the run it finished; otherwise someone else wrote its end.
+    if outcome is None or not services.finish_run(run, outcome, attempt=attempt):
+        run.refresh_from_db()
     return run
 
 
-def _history(run: Run) -> list[Message]:
+def _history(run: Run) -> tuple[list[Message], int]:
     """Earlier exchanges of the conversation (prompt and answer of each completed interactive
-    run) and this run's own transcript. The synthesis instruction is never among them."""
+    run) and this run's own transcript, with the number of its transcript entries. The
+    synthesis instruction is never among them."""
     messages: list[Message] = []
-    if run.kind == Run.Kind.INTERACTIVE:
+    entries = 0
+    # A scheduled occurrence has a conversation of its own: nothing came before it.
+    if run.kind == Run.Kind.INTERACTIVE and "occurrence_id" not in run.conversation.metadata:
         earlier = (
             Run.objects.filter(
                 conversation_id=run.conversation_id,
@@ -344,7 +383,10 @@ def _history(run: Run) -> list[Message]:
                 Message(role="user", content=previous.prompt),
                 Message(role="assistant", content=previous.answer),
             ]
+    if run.steps == 0:  # a new run's transcript is its prompt alone: no need to read it back
+        return [*messages, Message(role="user", content=run.prompt)], 1
     for entry in run.transcript.order_by("seq"):
+        entries += 1
         calls = tuple(
             ToolCall(
                 id=c["id"],
@@ -364,7 +406,7 @@ def _history(run: Run) -> list[Message]:
                 is_error=entry.is_error,
             )
         )
-    return messages
+    return messages, entries
 
 
 def _ancestor_ids(run: Run) -> list[int]:
@@ -380,3 +422,15 @@ def _redact(message: str, adapter: object) -> str:
     """A provider message never carries our API key back into storage."""
     secret = getattr(adapter, "_api_key", "")
     return message.replace(secret, "[redacted]") if secret else message
+
+
+def _redact_diagnostics(found: Diagnostics, adapter: object) -> Diagnostics:
+    """An echoed key can be a short identifier too: such a code or parameter is dropped."""
+    secret = getattr(adapter, "_api_key", "")
+    if not secret:
+        return found
+    return dataclasses.replace(
+        found,
+        provider_code="" if secret in found.provider_code else found.provider_code,
+        provider_parameter="" if secret in found.provider_parameter else found.provider_parameter,
+    )

@@ -133,7 +133,7 @@ def claim_run(run: Run) -> uuid.UUID | None:
     )
     if claimed != 1:
         return None
-    run.refresh_from_db()
+    run.status, run.attempt, run.started_at, run.heartbeat_at = Run.Status.RUNNING, attempt, now, now
     return attempt
 
 
@@ -164,7 +164,8 @@ def finish_run(run: Run, outcome: Outcome, *, attempt: uuid.UUID | None = None) 
         if in_flight.update(**fields) != 1:
             return False
         ledger.release(run.pk, now=now)
-        run.refresh_from_db()
+        # The usage counters may have moved under us (a delegated child adds to its parent's).
+        run.refresh_from_db(fields=[f.attname for f in Run._meta.concrete_fields if not f.is_relation])
         run_finished.send(sender=Run, run=run)
     return True
 

@@ -24,4 +24,6 @@ class SchedulesConfig(AppConfig):
 def _record_run_outcome(sender: Any, run: Any, **kwargs: Any) -> None:
     from schedules.services import record_run_outcome
 
+    if run.kind == "delegated" or "occurrence_id" not in run.conversation.metadata:
+        return  # not a scheduled occurrence's run
     record_run_outcome(run)

@@ -325,7 +325,11 @@ def execute_occurrence(
     """Claim the occurrence's queued run and drive it to its end. Idempotent: a task delivered
     twice, or one for an occurrence refused, cancelled or already running, does nothing."""
     with transaction.atomic():
-        occurrence = Occurrence.objects.select_related("run").filter(pk=occurrence_id).first()
+        occurrence = (
+            Occurrence.objects.select_related("run", "run__agent", "run__conversation")
+            .filter(pk=occurrence_id)
+            .first()
+        )
         if occurrence is None or occurrence.run is None or occurrence.outcome != Occurrence.Outcome.PENDING:
             return None
         attempt = run_services.claim_run(occurrence.run)

@@ -27,7 +27,7 @@ class AnthropicAdapter:
             headers["x-api-key"] = self._api_key
         try:
             response = self.client.post(self.url, json=self.body(request), headers=headers)
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.DecodingError) as exc:
             raise classify_transport_error(self.name, exc) from None
         body = read_json(self.name, response)
         # A 200 can still carry an error event ({"type": "error", "error": {...}}).

@@ -73,11 +73,17 @@ def error_fields(body: Any) -> tuple[str, str, str, str]:
     )
 
 
-def classify_transport_error(provider: str, exc: httpx.TransportError) -> ProviderError:
-    kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
+def classify_transport_error(provider: str, exc: httpx.TransportError | httpx.DecodingError) -> ProviderError:
+    """No usable response: a connection or timeout error, or a body whose content encoding is
+    broken (nothing readable, so nothing billable, arrived). Transient."""
+    if isinstance(exc, httpx.DecodingError):
+        message = f"The provider's response could not be decoded ({type(exc).__name__})."
+    else:
+        kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
+        message = f"No response from the provider ({kind}: {type(exc).__name__})."
     return ProviderError(
         transient=True,
-        message=f"No response from the provider ({kind}: {type(exc).__name__}).",
+        message=message,
         diagnostics=diagnostics(provider),
     )
 

@@ -26,7 +26,7 @@ class OpenAIAdapter:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
             response = self.client.post(self.url, json=self.body(request), headers=headers)
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.DecodingError) as exc:
             raise classify_transport_error(self.name, exc) from None
         body = read_json(self.name, response)
         if (
@@ -72,8 +72,11 @@ class OpenAIAdapter:
             return ModelResponse("", (), usage, defect="the first choice has no message")
         content = message.get("content")
         text = content if isinstance(content, str) else ""
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            return ModelResponse(text, (), usage, defect="the response's tool calls are not a list")
         calls: list[ToolCall] = []
-        for raw in message.get("tool_calls") or []:
+        for raw in raw_calls:
             function = raw.get("function") if isinstance(raw, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 return ModelResponse(text, (), usage, defect="a tool call has no function name")

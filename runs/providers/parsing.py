@@ -14,9 +14,10 @@ MAX_TOKENS_PER_CALL = 20_000_000
 
 def read_json(provider: str, response: httpx.Response) -> Any:
     """The JSON body; for a 200 that is not JSON (truncated, an HTML page) a transient error,
-    since nothing usable or billable was received. Error statuses may have any body."""
+    since nothing usable or billable was received. Error statuses may have any body.
+    NUL characters are replaced: PostgreSQL cannot store them in text or JSON."""
     try:
-        return response.json()
+        body = response.json()
     except ValueError:
         if response.status_code == 200:
             raise ProviderError(
@@ -25,6 +26,18 @@ def read_json(provider: str, response: httpx.Response) -> Any:
                 diagnostics=diagnostics(provider, status=200),
             ) from None
         return None
+    # JSON can only carry a NUL as an escape; the check keeps the common case a byte search.
+    return _without_nul(body) if b"\\u0000" in response.content else body
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    return value
 
 
 def parse_usage(
@@ -40,7 +53,9 @@ def parse_usage(
         return Usage(0, 0), "the response reported no usage"
     counts: list[int] = []
     for key in (*input_keys, output_key):
-        value = usage.get(key, 0 if key != input_keys[0] and key != output_key else None)
+        value = usage.get(key)
+        if value is None and key not in (input_keys[0], output_key):
+            value = 0  # an optional count (Anthropic's cache tokens) may be absent or null
         if value is None:
             return Usage(0, 0), f"the response's usage has no {key}"
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS_PER_CALL:

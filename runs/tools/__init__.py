@@ -32,6 +32,16 @@ class ToolContext:
     http: httpx.Client
     # Runs a delegated child to its end and returns it (provided by the runtime).
     delegate: Callable[..., Run]
+    _owner_timezone: str = ""
+
+    @property
+    def owner_timezone(self) -> str:
+        """The owner's time zone, read once per run."""
+        if not self._owner_timezone:
+            from accounting.ledger import budget_for
+
+            self._owner_timezone = budget_for(self.run.owner_id).timezone
+        return self._owner_timezone
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from django.conf import settings
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
-from accounting.ledger import budget_for
 from runs.tools import Tool, ToolContext, ToolError, register
 
 
@@ -19,7 +18,7 @@ class NoArguments(BaseModel):
 
 
 def clock_now(_: NoArguments, context: ToolContext) -> str:
-    zone = zoneinfo.ZoneInfo(budget_for(context.run.owner_id).timezone)
+    zone = zoneinfo.ZoneInfo(context.owner_timezone)
     now = timezone.now().astimezone(zone)
     return f"{now.isoformat(timespec='seconds')} ({zone.key}, {now:%A})"
 
@@ -52,7 +51,8 @@ def http_fetch(arguments: FetchArguments, context: ToolContext) -> str:
             encoding = response.encoding or "utf-8"
     except httpx.HTTPError as exc:
         raise ToolError(f"fetch failed: {type(exc).__name__}") from None
-    text = b"".join(chunks)[:limit].decode(encoding, errors="replace")
+    # NUL is replaced like any undecodable byte: PostgreSQL cannot store it in the transcript.
+    text = b"".join(chunks)[:limit].decode(encoding, errors="replace").replace("\x00", "\ufffd")
     truncated = " (truncated)" if size > limit else ""
     return f"HTTP {status}{truncated}\n{text}"
 

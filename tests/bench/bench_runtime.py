@@ -1,0 +1,234 @@
+"""The run loop's own overhead per step, next to bare provider round-trips measured in the same run.
+
+    .venv/bin/python tests/bench/bench_runtime.py [--runs 200] [--profile]
+
+Runs N runs of `sim-research` (three steps each: two tool turns, then the answer) in-process
+against the simulated provider on PostgreSQL. Next to each run, the same conversation goes as bare
+round-trips through the adapter (`adapter.complete` on the same in-process simulator transport,
+no database, no loop). Prints the loop's time per step (database writes and tools included) and
+steps per second, the bare round-trip per call, the difference (the loop's own overhead per step;
+goal: at most 3 ms), the ratio, the SQL statements per step, and where a step's time goes.
+Exits 1 above the goal.
+
+It works in its own database (`bench_runtime` on the server of DATABASE_URL, created and
+migrated first, dropped at the end unless --keep) and never touches any other data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import os
+import pstats
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.bench._setup import bench_database
+
+GOAL_MS = 3.0
+PROMPT = "Research today's technology news and write a briefing."
+CLOCK = "2026-09-01T09:00:00+03:00 (Europe/Riga, Tuesday)"
+# (label, module path, attribute): the parts of a run whose time is reported separately.
+PHASES = [
+    ("start (limits, tools, history)", "runs.runtime._Loop", "__post_init__"),
+    ("status check", "runs.runtime._Loop", "check_still_ours"),
+    ("provider request", "runs.runtime._Loop", "request"),
+    ("usage, counters, transcript", "runs.runtime._Loop", "record_response"),
+    ("tool calls", "runs.runtime._Loop", "run_tools"),
+    ("  of which the tools' own work", "runs.runtime", "invoke"),
+    ("finish (state, reservation)", "runs.services", "finish_run"),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="timed runs of sim-research (default 200)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
+    parser.add_argument(
+        "--database", default="bench_runtime", help="its own database (default bench_runtime)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--profile", action="store_true", help="also print a cProfile of the timed runs")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    os.environ["DEBUG"] = "false"  # as in production: no query log kept in memory
+    with bench_database(args.database, keep=args.keep):
+        return bench(args)
+
+
+def timed(spent: Counter[str], label: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        begin = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[label] += time.perf_counter() - begin
+
+    return wrapper
+
+
+def bench(args: argparse.Namespace) -> int:
+    import importlib
+
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runs.limits import RunLimits
+    from runs.models import Agent, Run
+    from runs.providers import adapter_for, client_for
+    from runs.providers.base import Message, ModelRequest
+    from runs.runtime import execute_run
+    from runs.services import claim_run, start_interactive_run
+    from runs.tools import tools_for
+
+    owner = User.objects.create_user("bench-owner")
+    limits = RunLimits(
+        max_steps=10,
+        max_model_calls=10,
+        max_tool_calls=6,
+        max_cost="5.00",
+        synthesis_reserve_steps=0,
+        synthesis_reserve_model_calls=0,
+        synthesis_reserve_tool_calls=0,
+        synthesis_reserve_cost="0",
+    )
+    agent = Agent.objects.create(
+        name="bench-sim-research",
+        provider=Agent.Provider.SIMULATED,
+        model="sim-research",
+        tools=["clock.now"],
+        input_price_per_mtok="3.00",
+        output_price_per_mtok="15.00",
+        default_limits=limits.to_json(),
+    )
+    client = client_for(agent)  # the in-process simulator transport, shared by both sides
+    adapter = adapter_for(agent, client)
+    specs = tuple(tool.spec() for tool in tools_for(agent))
+
+    def claimed_run() -> Run:
+        run = start_interactive_run(owner.pk, agent, PROMPT, limits=limits)
+        claim_run(run)
+        return run
+
+    def loop_run() -> tuple[float, Run]:
+        run = claimed_run()
+        begin = time.perf_counter()
+        finished = execute_run(run, client=client)
+        elapsed = time.perf_counter() - begin
+        assert finished.status == Run.Status.COMPLETED, finished.failure_message
+        return elapsed, finished
+
+    def bare_conversation(calls_wanted: int) -> tuple[float, int]:
+        """The same conversation through the adapter alone."""
+        messages = [Message(role="user", content=PROMPT)]
+        calls = 0
+        begin = time.perf_counter()
+        while calls < calls_wanted:
+            request = ModelRequest(model=agent.model, system="", messages=tuple(messages), tools=specs)
+            response = adapter.complete(request)
+            calls += 1
+            if not response.tool_calls:
+                break
+            messages.append(Message(role="assistant", content=response.text, tool_calls=response.tool_calls))
+            messages += [
+                Message(role="tool", content=CLOCK, tool_call_id=call.id, tool_name=call.name)
+                for call in response.tool_calls
+            ]
+        return time.perf_counter() - begin, calls
+
+    for _ in range(args.warmup):
+        loop_run()
+        bare_conversation(10)
+    sample = claimed_run()
+    with CaptureQueriesContext(connection) as queries:
+        sample = execute_run(sample, client=client)
+    statements = [query["sql"] for query in queries.captured_queries]
+    writes = sum(1 for sql in statements if sql.startswith(("INSERT", "UPDATE", "DELETE")))
+
+    spent: Counter[str] = Counter()
+    for label, owner_path, attribute in PHASES:
+        module_path, _, class_name = owner_path.partition("._")
+        owner_object: Any = importlib.import_module(module_path)
+        if class_name:
+            owner_object = getattr(owner_object, "_" + class_name)
+        setattr(owner_object, attribute, timed(spent, label, getattr(owner_object, attribute)))
+
+    loop_seconds = bare_seconds = 0.0
+    steps = bare_calls = 0
+    profiler = cProfile.Profile() if args.profile else None
+    every = max(1, args.runs // 10)
+    print(f"timing {args.runs} runs of sim-research, each next to its bare round-trips …", flush=True)
+    for index in range(1, args.runs + 1):
+        if profiler:
+            profiler.enable()
+        elapsed, finished = loop_run()
+        if profiler:
+            profiler.disable()
+        loop_seconds += elapsed
+        steps += finished.steps
+        elapsed, calls = bare_conversation(finished.steps)
+        bare_seconds += elapsed
+        bare_calls += calls
+        if index % every == 0 or index == args.runs:
+            print(
+                f"  {index:>5}/{args.runs} runs, {steps} steps: "
+                f"loop {1000 * loop_seconds / steps:.3f} ms/step, "
+                f"bare {1000 * bare_seconds / bare_calls:.3f} ms/call",
+                flush=True,
+            )
+    client.close()
+
+    loop_ms = 1000 * loop_seconds / steps
+    bare_ms = 1000 * bare_seconds / bare_calls
+    overhead_ms = loop_ms - bare_ms
+    tools_ms = 1000 * spent["  of which the tools' own work"] / steps
+    rows = [
+        ("runs", f"{args.runs} of sim-research, {steps / args.runs:.0f} steps each"),
+        (
+            "loop per step",
+            f"{loop_ms:.3f} ms  ({steps / loop_seconds:.1f} steps/s; database and tools included)",
+        ),
+        (
+            "bare round-trip",
+            f"{bare_ms:.3f} ms  ({bare_calls / bare_seconds:.1f} calls/s; {bare_calls} calls)",
+        ),
+        ("loop overhead per step", f"{overhead_ms:.3f} ms  (goal: at most {GOAL_MS:.0f} ms)"),
+        ("  without the tools' work", f"{overhead_ms - tools_ms:.3f} ms"),
+        ("ratio loop / bare", f"{loop_ms / bare_ms:.1f}"),
+        (
+            "SQL per step",
+            f"{len(statements) / sample.steps:.1f} statements ({writes / sample.steps:.1f} writes)",
+        ),
+    ]
+    print()
+    for label, value in rows:
+        print(f"{label:<26} {value}")
+    print("\nwhere a step's time goes (ms per step)")
+    accounted = 0.0
+    for label, _, _ in PHASES:
+        share = 1000 * spent[label] / steps
+        accounted += 0 if label.startswith(" ") else share
+        print(f"  {label:<32} {share:7.3f}")
+    print(f"  {'the rest (heartbeat, loop)':<32} {loop_ms - accounted:7.3f}")
+    if profiler:
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative"))
+        stats.print_stats(os.environ.get("BENCH_FILTER", ""), int(os.environ.get("BENCH_LINES", "40")))
+        print(out.getvalue())
+    within = overhead_ms <= GOAL_MS
+    print("\nwithin the goal" if within else "\nabove the goal")
+    return 0 if within else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
