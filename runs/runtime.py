@@ -80,6 +80,7 @@ class _Loop:
         self.tools = tools_for(self.run.agent)
         self.specs = tuple(tool.spec() for tool in self.tools)  # a JSON schema export is not free
         self.history, self.seq = _history(self.run)
+        self.unwritten: list[TranscriptEntry] = []
         self.adapter = adapter_for(self.run.agent, self.client)
         self.deadline = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
         self.schedule_id = self.run.conversation.schedule_id
@@ -171,7 +172,7 @@ class _Loop:
 
     def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
         """Ledger entry, counters of this run and its ancestors (with the tool calls about to
-        run), and the response in the transcript: one transaction."""
+        run), and the transcript up to this response: one transaction, one commit per step."""
         agent = self.run.agent
         cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
         step = self.run.steps + 1
@@ -192,13 +193,12 @@ class _Loop:
                 cost=F("cost") + cost,
                 tool_calls=F("tool_calls") + tool_calls,
             )
-            self.append(
-                [
-                    self.entry(
-                        TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
-                    )
-                ]
+            self.add(
+                self.entry(
+                    TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
+                )
             )
+            self.write_transcript()
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,
             self.run.model_calls + 1,
@@ -209,16 +209,14 @@ class _Loop:
 
     def run_tools(self, calls: tuple[ToolCall, ...], step: int, *, runnable: int) -> None:
         """Run the first `runnable` calls (already counted); the rest get an error result that
-        says the budget is spent. Their results are written together, after the last one."""
-        context = self.context
-        results: list[tuple[TranscriptEntry, Message]] = []
+        says the budget is spent. The results join the history at once and are written with the
+        next step's usage (or the run's end): a commit per step, not per tool call."""
         for index, call in enumerate(calls):
             if index < runnable:
-                result, is_error = invoke(call, self.tools, context)
+                result, is_error = invoke(call, self.tools, self.context)
             else:
                 result, is_error = TOOL_BUDGET_EXHAUSTED, True
-            results.append(self.entry(TranscriptEntry.Role.TOOL, step, result, call=call, is_error=is_error))
-        self.append(results)
+            self.add(self.entry(TranscriptEntry.Role.TOOL, step, result, call=call, is_error=is_error))
 
     def entry(
         self,
@@ -256,13 +254,18 @@ class _Loop:
         )
         return row, message
 
-    def append(self, entries: list[tuple[TranscriptEntry, Message]]) -> None:
-        rows = [row for row, _ in entries]
-        if len(rows) == 1:
-            rows[0].save(force_insert=True)  # one statement; bulk_create adds a transaction around it
-        else:
-            TranscriptEntry.objects.bulk_create(rows)
-        self.history.extend(message for _, message in entries)
+    def add(self, entry: tuple[TranscriptEntry, Message]) -> None:
+        row, message = entry
+        self.unwritten.append(row)
+        self.history.append(message)
+
+    def write_transcript(self) -> None:
+        """Write the transcript entries not yet written (callers hold a transaction)."""
+        if len(self.unwritten) == 1:
+            self.unwritten[0].save(force_insert=True)  # bulk_create would open a transaction of its own
+        elif self.unwritten:
+            TranscriptEntry.objects.bulk_create(self.unwritten)
+        self.unwritten = []
 
     # -- delegation ---------------------------------------------------------------------------
 
@@ -338,9 +341,11 @@ def execute_run(
     own_client = client is None
     active_client = client or client_for(run.agent)
     outcome: Outcome | None
+    loop: _Loop | None = None
     try:
         with services.keep_alive(attempt if heartbeat else None):
-            outcome = _Loop(run, active_client, sleep).drive()
+            loop = _Loop(run, active_client, sleep)
+            outcome = loop.drive()
     except _Stopped:
         outcome = None
     except RunFailure as failure:
@@ -354,8 +359,12 @@ def execute_run(
     finally:
         if own_client:
             active_client.close()
+    with transaction.atomic():  # the last tool results and the run's end, together
+        if loop is not None:
+            loop.write_transcript()
+        finished = outcome is not None and services.finish_run(run, outcome, attempt=attempt)
     # finish_run refreshes the run it finished; otherwise someone else wrote its end.
-    if outcome is None or not services.finish_run(run, outcome, attempt=attempt):
+    if not finished:
         run.refresh_from_db()
     return run
 
