@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
+
+from accounting import views
 
 app_name = "accounting"
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("budget/", views.budget, name="budget"),
+]

@@ -8,10 +8,32 @@ from django.core.exceptions import ValidationError
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from accounting.admin import ReadOnlyAdmin
-from runs import services
+from accounting.admin import BoundedCountPaginator, ChoicesFilter, ProviderFilter, ReadOnlyAdmin
+from runs import failures, services
 from runs.limits import InvalidLimits, validate_limits
 from runs.models import Agent, Conversation, Run, TranscriptEntry
+
+# Every error class a run can record (runs.failures), as fixed filter choices.
+ERROR_CLASSES = tuple(
+    (cls.error_class, cls.error_class)
+    for cls in (
+        failures.BudgetExhausted,
+        failures.SynthesisReserveViolation,
+        failures.ProviderTransientError,
+        failures.ProviderPermanentError,
+        failures.AdmissionDenied,
+        failures.RunTimeout,
+        failures.WorkerLost,
+        failures.InternalError,
+    )
+)
+
+
+class ErrorClassFilter(ChoicesFilter):
+    title = "error class"
+    parameter_name = "error_class"
+    options = ERROR_CLASSES
+    lookup = "error_class"
 
 
 class AgentForm(ModelForm):  # type: ignore[type-arg]
@@ -93,16 +115,43 @@ class RunAdmin(ReadOnlyAdmin):
         "cost",
     )
     list_select_related = ("owner", "agent")
-    list_filter = ("status", "kind", "failure_reason", "error_class", "provider")
-    show_full_result_count = False
+    list_filter = ("status", "kind", "failure_reason", ErrorClassFilter, ProviderFilter)
     search_fields = ("=id",)
+    # The primary key follows creation order and is indexed; "-created_at" would sort the table.
+    ordering = ("-id",)
     inlines = [TranscriptInline]
+    fieldsets = (
+        (
+            None,
+            {"fields": ("owner", "conversation", "agent", "kind", "parent", "status", "prompt", "answer")},
+        ),
+        ("Limits and usage", {"fields": ("limits", "steps", "model_calls", "tool_calls", "cost")}),
+        ("Synthesis", {"fields": ("synthesis_dimension", "synthesis_step")}),
+        (
+            "Failure and diagnostics",
+            {
+                "fields": (
+                    "failure_reason",
+                    "error_class",
+                    "failure_dimension",
+                    "transient",
+                    "provider",
+                    "provider_code",
+                    "http_status",
+                    "provider_parameter",
+                    "failure_message",
+                )
+            },
+        ),
+        ("Times", {"fields": ("created_at", "started_at", "finished_at", "heartbeat_at", "attempt")}),
+    )
 
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("id", "title", "owner", "created_at")
     list_select_related = ("owner",)
+    paginator = BoundedCountPaginator
     show_full_result_count = False
     search_fields = ("title",)
     readonly_fields = ("owner", "title", "metadata", "created_at")

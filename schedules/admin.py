@@ -4,16 +4,24 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 
 # django-q2's own admin can edit a task's function and arguments and resubmit tasks outside our
 # admission path; its models are shown read-only instead.
 from django_q import models as q_models
 
-from accounting.admin import ReadOnlyAdmin
+from accounting.admin import PROVIDERS, BigTableAdmin, ChoicesFilter, ReadOnlyAdmin
+from runs.admin import ERROR_CLASSES
+from runs.models import Run
 from schedules import services, tokens
-from schedules.models import ApiToken, Occurrence, PauseEvent, Schedule, ScheduleRevision
+from schedules.forms import PinRevisionForm
+from schedules.models import ApiToken, Occurrence, PauseEvent, Schedule, ScheduleRevision, revision_snapshot
+from schedules.selectors import Change, Failure, diff
 
 for _model in (q_models.Schedule, q_models.Success, q_models.Failure, q_models.OrmQ):
     if admin.site.is_registered(_model):
@@ -28,7 +36,6 @@ class QueueScheduleAdmin(ReadOnlyAdmin):
 @admin.register(q_models.Failure)
 class QueueFailureAdmin(ReadOnlyAdmin):
     list_display = ("name", "func", "started", "stopped")
-    show_full_result_count = False
 
 
 class RevisionInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -80,13 +87,58 @@ def resume(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[S
     )
 
 
+class PauseReasonFilter(ChoicesFilter):
+    title = "pause reason"
+    parameter_name = "pause_reason"
+    options = tuple(PauseEvent.Reason.choices)
+    lookup = "pause__reason"
+
+
+# The last run's classification is read from the newest schedule.run_accounted (last_event), so
+# these filters work after the run itself was deleted with its conversation.
+class LastFailureReasonFilter(ChoicesFilter):
+    title = "last failure reason"
+    parameter_name = "last_failure_reason"
+    options = tuple(Run.FailureReason.choices)
+    lookup = "last_event__payload__failure__reason"
+
+
+class LastErrorClassFilter(ChoicesFilter):
+    title = "last error class"
+    parameter_name = "last_error_class"
+    options = ERROR_CLASSES
+    lookup = "last_event__payload__failure__error_class"
+
+
+class LastProviderFilter(ChoicesFilter):
+    title = "last failure provider"
+    parameter_name = "last_provider"
+    options = PROVIDERS
+    lookup = "last_event__payload__failure__provider"
+
+
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ("title", "owner", "kind", "status", "pause_reason", "streak", "next_occurrence_at")
-    list_select_related = ("owner", "current_revision", "pause")
-    list_filter = ("status", "kind", "pause__reason")
+class ScheduleAdmin(BigTableAdmin):
+    list_display = (
+        "title",
+        "owner",
+        "kind",
+        "status",
+        "pause_reason",
+        "streak",
+        "last_classification",
+        "next_occurrence_at",
+    )
+    list_select_related = ("owner", "current_revision", "pause", "last_event")
+    list_filter = (
+        "status",
+        PauseReasonFilter,
+        LastFailureReasonFilter,
+        LastErrorClassFilter,
+        LastProviderFilter,
+        "kind",
+    )
     search_fields = ("title",)
-    show_full_result_count = False
     actions = [pause, resume]
     inlines = [RevisionInline]
     readonly_fields = (
@@ -114,6 +166,82 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         limit = obj.current_revision.max_consecutive_failures if obj.current_revision else "?"
         return f"{obj.consecutive_failures} of {limit}"
 
+    @admin.display(description="last run")
+    def last_classification(self, obj: Schedule) -> str:
+        event = obj.last_event
+        if event is None:
+            return "—"
+        failure = Failure.from_payload(event.failure)
+        return failure.long if failure else str(event.payload.get("status", ""))
+
+    # -- pin a revision ----------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        pin = path(
+            "<path:object_id>/pin/",
+            self.admin_site.admin_view(self.pin_view),
+            name="schedules_schedule_pin",
+        )
+        return [pin, *super().get_urls()]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {**(extra_context or {}), "can_pin": request.user.has_perm(services.PIN_PERMISSION)}
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    def pin_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """An explicit revision: edit, review the diff, confirm. Only with the pin permission."""
+        if not request.user.has_perm(services.PIN_PERMISSION):
+            raise PermissionDenied
+        schedule = get_object_or_404(
+            Schedule.objects.select_related("current_revision__agent", "owner"), pk=object_id
+        )
+        current = schedule.revision
+        if request.method != "POST":
+            return self._pin_page(
+                request, schedule, PinRevisionForm(initial=PinRevisionForm.initial_for(current))
+            )
+        form = PinRevisionForm(request.POST)
+        if "edit" in request.POST or not form.is_valid():
+            return self._pin_page(request, schedule, form)
+        stale = form.cleaned_data.get("base_revision") != current.number
+        if "confirm" not in request.POST or stale:
+            # Review against the revision in force now; confirming then pins on top of it.
+            form = _rebased(form, current)
+            return self._pin_page(request, schedule, form, changes=_pin_diff(current, form), stale=stale)
+        revision = services.pin_revision(schedule, form.parsed, by=request.user, via="admin")  # type: ignore[arg-type]
+        self.message_user(
+            request, f"Pinned revision {revision.number} of “{schedule.title}”.", messages.SUCCESS
+        )
+        return redirect(reverse("admin:schedules_schedule_change", args=[schedule.pk]))
+
+    def _pin_page(
+        self,
+        request: HttpRequest,
+        schedule: Schedule,
+        form: PinRevisionForm,
+        *,
+        changes: list[Change] | None = None,
+        stale: bool = False,
+    ) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Pin a revision of “{schedule.title}”",
+            "schedule": schedule,
+            "current": schedule.revision,
+            "form": form,
+            "reviewing": changes is not None,
+            "changes": changes or [],
+            "stale": stale,
+        }
+        return TemplateResponse(request, "admin/schedules/schedule/pin.html", context)
+
 
 @admin.register(ScheduleRevision)
 class ScheduleRevisionAdmin(ReadOnlyAdmin):
@@ -127,16 +255,16 @@ class ScheduleRevisionAdmin(ReadOnlyAdmin):
         "max_consecutive_failures",
     )
     list_select_related = ("schedule", "created_by")
-    list_filter = ("path", "via")
-    show_full_result_count = False
+    list_filter = ("path",)
+    ordering = ("-id",)
 
 
 @admin.register(Occurrence)
 class OccurrenceAdmin(ReadOnlyAdmin):
     list_display = ("schedule", "scheduled_for", "outcome", "revision", "run")
-    list_select_related = ("schedule", "revision")
+    list_select_related = ("schedule", "revision", "run")
     list_filter = ("outcome",)
-    show_full_result_count = False
+    ordering = ("-id",)
 
 
 @admin.register(PauseEvent)
@@ -153,7 +281,7 @@ class PauseEventAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("schedule", "actor")
     list_filter = ("action", "reason")
-    show_full_result_count = False
+    ordering = ("-id",)
 
 
 class ApiTokenForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -210,3 +338,21 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revoke instead, so last use stays visible
+
+
+def _rebased(form: PinRevisionForm, current: ScheduleRevision) -> PinRevisionForm:
+    data = {name: form.data.get(name, "") for name in form.fields}
+    data["base_revision"] = str(current.number)
+    rebased = PinRevisionForm(data)
+    assert rebased.is_valid()  # the same values validated a moment ago
+    return rebased
+
+
+def _pin_diff(current: ScheduleRevision, form: PinRevisionForm) -> list[Change]:
+    """What the explicit revision changes against the revision in force."""
+    proposed = {
+        **revision_snapshot(current),
+        **form.parsed.limits.to_json(),
+        "max_consecutive_failures": form.parsed.max_consecutive_failures,
+    }
+    return diff(revision_snapshot(current), proposed)

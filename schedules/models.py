@@ -289,7 +289,9 @@ def revision_snapshot(revision: ScheduleRevision) -> dict[str, Any]:
 class NotificationSettings(models.Model):
     """How an owner hears that a schedule paused itself (email, a signed webhook, or both)."""
 
-    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
     email_enabled = models.BooleanField(default=True)
     webhook_enabled = models.BooleanField(default=False)
     webhook_url = models.URLField(max_length=500, blank=True)
@@ -328,7 +330,9 @@ class NotificationAttempt(AppendOnlyModel):
     schedule = models.ForeignKey(
         Schedule, on_delete=models.CASCADE, null=True, blank=True, related_name="notification_attempts"
     )
-    pause_event = models.ForeignKey(PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    pause_event = models.ForeignKey(
+        PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
     channel = models.CharField(max_length=16, choices=Channel.choices)
     attempt = models.PositiveSmallIntegerField(default=1)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)

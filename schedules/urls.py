@@ -7,4 +7,10 @@ from schedules import views
 app_name = "schedules"
 urlpatterns = [
     path("", views.schedule_list, name="list"),
+    path("schedules/new/", views.schedule_create, name="create"),
+    path("schedules/new/preview/", views.limits_preview, name="preview"),
+    path("schedules/<int:pk>/", views.schedule_detail, name="detail"),
+    path("schedules/<int:pk>/edit/", views.schedule_edit, name="edit"),
+    path("schedules/<int:pk>/pause/", views.pause, name="pause"),
+    path("schedules/<int:pk>/resume/", views.resume, name="resume"),
 ]

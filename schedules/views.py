@@ -1,13 +1,189 @@
+"""The owner's schedule pages. Views parse input, check ownership, call one service and render;
+HTMX requests get a named partial of the same template (django-template-partials)."""
+
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
 
+from runs.models import Agent
+from schedules import selectors, services
+from schedules.forms import ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
+from schedules.schemas import InvalidSchedule
 
 
+class HtmxRequest(HttpRequest):
+    htmx: HtmxDetails
+    user: User  # login_required: never anonymous here
+
+
+def _mine(request: HtmxRequest, pk: int) -> Schedule:
+    """The owner's schedule with everything the status panel reads, or 404 (never 403)."""
+    schedules = Schedule.objects.owned_by(request.user).select_related(
+        "current_revision__agent", "pause__actor", "owner__budget"
+    )
+    return get_object_or_404(schedules, pk=pk)
+
+
+def _tz(schedule: Schedule) -> str:
+    budget = getattr(schedule.owner, "budget", None)
+    return budget.timezone if budget is not None else selectors.owner_timezone(schedule.owner_id)
+
+
+@require_GET
 @login_required
-def schedule_list(request: HttpRequest) -> HttpResponse:
-    schedules = Schedule.objects.owned_by(request.user).select_related("current_revision", "pause")
-    return render(request, "schedules/list.html", {"schedules": schedules})
+@vary_on_headers("HX-Request")
+def schedule_list(request: HtmxRequest) -> HttpResponse:
+    tz = selectors.owner_timezone(request.user.pk)
+    page = selectors.schedule_list(
+        request.user.pk,
+        tab=request.GET.get("status", "all"),
+        query=request.GET.get("q", "").strip()[:200],
+        page=request.GET.get("page"),
+        tz=tz,
+    )
+    template = "schedules/list.html#results" if _fragment(request) else "schedules/list.html"
+    return render(request, template, {"list": page, "owner_tz": tz})
+
+
+def _fragment(request: HtmxRequest) -> bool:
+    """An htmx swap of part of the page; a history restore or a boosted link wants the page."""
+    htmx = request.htmx
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
+
+
+@require_GET
+@login_required
+def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
+    schedule = _mine(request, pk)
+    tz = _tz(schedule)
+    detail = selectors.schedule_detail(schedule, tz)
+    context = {"detail": detail, "panel": detail.panel, "pause_events": detail.pause_events, "owner_tz": tz}
+    return render(request, "schedules/detail.html", context)
+
+
+def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, changed: bool) -> HttpResponse:
+    """HTMX: the swapped status panel with the notice in it. Plain POST: redirect with a message."""
+    if request.htmx:
+        schedule = _mine(request, schedule.pk)
+        tz = _tz(schedule)
+        context = {
+            "panel": selectors.status_panel(schedule, tz),
+            "pause_events": selectors.pause_history(schedule),
+            "notice": notice,
+            "oob": True,  # the pause history below the panel gains the new row too
+            "owner_tz": tz,
+        }
+        return render(request, "schedules/detail.html#status", context)
+    messages.add_message(request, messages.SUCCESS if changed else messages.INFO, notice)
+    return redirect("schedules:detail", pk=schedule.pk)
+
+
+@require_POST
+@login_required
+@vary_on_headers("HX-Request")
+def resume(request: HtmxRequest, pk: int) -> HttpResponse:
+    schedule = _mine(request, pk)
+    try:
+        schedule = services.resume_schedule(schedule, by=request.user)
+    except services.NotPaused:
+        return _status_response(
+            request, schedule, "This schedule is not paused; nothing changed.", changed=False
+        )
+    limit = schedule.revision.max_consecutive_failures
+    sentence = selectors.count_sentence(schedule.consecutive_failures, limit, kept=True)
+    return _status_response(request, schedule, f"Resumed. {sentence}", changed=True)
+
+
+@require_POST
+@login_required
+@vary_on_headers("HX-Request")
+def pause(request: HtmxRequest, pk: int) -> HttpResponse:
+    schedule = _mine(request, pk)
+    try:
+        schedule = services.pause_schedule(schedule, by=request.user)
+    except services.NotActive:
+        return _status_response(
+            request, schedule, "This schedule is not active; nothing changed.", changed=False
+        )
+    notice = "Paused. No new runs start until you resume it; the failure count is kept."
+    return _status_response(request, schedule, notice, changed=True)
+
+
+def _agents() -> list[str]:
+    return list(Agent.objects.filter(is_active=True).order_by("name").values_list("name", flat=True))
+
+
+def _preview(request: HtmxRequest, agent_name: str | None) -> dict[str, object]:
+    agent = Agent.objects.filter(name=agent_name, is_active=True).first() if agent_name else None
+    limits = services.create_policy_limits(agent, request.user.pk) if agent else None
+    return {"preview_agent": agent, "preview": limits, "failure_limit": services.CREATE_FAILURE_LIMIT}
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@vary_on_headers("HX-Request")
+def schedule_create(request: HtmxRequest) -> HttpResponse:
+    agents = _agents()
+    # A GET carrying fields is the no-JavaScript "show limits" round trip: keep what was typed.
+    initial = {"timezone": selectors.owner_timezone(request.user.pk), **request.GET.dict()}
+    form = ScheduleCreateForm(request.POST or None, agents=agents, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            schedule = services.create_schedule(request.user, form.parsed, via="dashboard")
+        except InvalidSchedule as exc:
+            form.add_field_errors(exc.fields)
+        else:
+            messages.success(request, f"Created “{schedule.title}”. Its limits are pinned in revision 1.")
+            return _to_detail(request, schedule)
+    chosen = form["agent"].value() or (agents[0] if agents else None)
+    context = {"form": form, "creating": True, **_preview(request, chosen)}
+    template = "schedules/form.html#form" if request.htmx else "schedules/form.html"
+    return render(request, template, context)
+
+
+def _to_detail(request: HtmxRequest, schedule: Schedule) -> HttpResponse:
+    url = reverse("schedules:detail", args=[schedule.pk])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_GET
+@login_required
+def limits_preview(request: HtmxRequest) -> HttpResponse:
+    """The limits schedule.create would pin for the chosen agent (the live preview)."""
+    return render(request, "schedules/form.html#preview", _preview(request, request.GET.get("agent")))
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@vary_on_headers("HX-Request")
+def schedule_edit(request: HtmxRequest, pk: int) -> HttpResponse:
+    schedule = _mine(request, pk)
+    if schedule.status == Schedule.Status.COMPLETED:
+        messages.info(request, "A completed schedule cannot be edited.")
+        return redirect("schedules:detail", pk=pk)
+    form = ScheduleUpdateForm(request.POST or None, schedule=schedule)
+    if request.method == "POST" and form.is_valid():
+        try:
+            updated = services.update_schedule(schedule, form.parsed, by=request.user, via="dashboard")
+        except InvalidSchedule as exc:
+            form.add_field_errors(exc.fields)
+        except services.ScheduleCompleted:
+            form.add_error(None, "A completed schedule cannot be edited.")
+        else:
+            changed = updated.revision.number != schedule.revision.number
+            messages.success(
+                request, f"Saved as revision {updated.revision.number}." if changed else "No changes."
+            )
+            return _to_detail(request, updated)
+    context = {"form": form, "schedule": schedule, "creating": False}
+    return render(request, "schedules/form.html#form" if request.htmx else "schedules/form.html", context)

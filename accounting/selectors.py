@@ -1,0 +1,200 @@
+"""Read-only queries over the ledger for the dashboard: spend per schedule and the daily chart.
+
+Each function is a fixed number of queries, whatever the number of ledger entries.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import ROUND_CEILING, Decimal
+
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from accounting.ledger import ZERO, day_bounds, month_bounds
+from accounting.models import LedgerEntry, Reservation
+
+INTERACTIVE = -1  # chart bucket of spend outside any schedule
+OTHER = 0  # chart bucket of the schedules outside the top few
+
+
+def cost_this_month(
+    owner_id: int, schedule_ids: Iterable[int], tz: str, *, now: datetime | None = None
+) -> dict[int, Decimal]:
+    """Spend per schedule in the owner's current calendar month (one query)."""
+    ids = list(schedule_ids)
+    if not ids:
+        return {}
+    zone = zoneinfo.ZoneInfo(tz)
+    start, end = month_bounds((now or timezone.now()).astimezone(zone).date(), zone)
+    rows = (
+        LedgerEntry.objects.filter(
+            owner_id=owner_id, schedule_id__in=ids, created_at__gte=start, created_at__lt=end
+        )
+        .values("schedule_id")
+        .annotate(total=Sum("cost"))
+        .values_list("schedule_id", "total")
+    )
+    return {int(schedule_id): total or ZERO for schedule_id, total in rows}
+
+
+def open_reservations(owner_id: int, *, limit: int = 20) -> list[Reservation]:
+    return list(
+        Reservation.objects.filter(owner_id=owner_id, released_at__isnull=True).order_by("-created_at")[
+            :limit
+        ]
+    )
+
+
+# -- the daily spend chart ------------------------------------------------------------------------
+
+WIDTH, HEIGHT = 720, 260
+LEFT, RIGHT, TOP, BOTTOM = 56, 8, 24, 30
+PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+
+@dataclass(frozen=True)
+class Series:
+    """One colour of the stack: a schedule, the other schedules, or interactive runs."""
+
+    key: int  # a schedule id, OTHER or INTERACTIVE
+    index: int  # its colour, 1-based
+    total: Decimal
+
+
+@dataclass(frozen=True)
+class Segment:
+    key: int
+    index: int
+    amount: Decimal
+    x: float
+    y: float
+    width: float
+    height: float
+
+
+@dataclass
+class Day:
+    day: date
+    total: Decimal = ZERO
+    segments: list[Segment] = field(default_factory=list)
+    label_x: float = 0.0
+    labelled: bool = False
+
+
+@dataclass(frozen=True)
+class Tick:
+    amount: Decimal
+    y: float
+
+
+@dataclass(frozen=True)
+class SpendChart:
+    days: list[Day]
+    series: list[Series]
+    ticks: list[Tick]
+    total: Decimal
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    plot_right: int = WIDTH - RIGHT
+    baseline: int = HEIGHT - BOTTOM
+
+    @property
+    def empty(self) -> bool:
+        return self.total == 0
+
+
+def nice_ceiling(value: Decimal) -> Decimal:
+    """The smallest of 1, 2, 2.5, 5 x 10^k at or above `value` (an axis that reads well)."""
+    if value <= 0:
+        return Decimal(1)
+    magnitude = Decimal(10) ** (value.adjusted())
+    for step in (Decimal(1), Decimal(2), Decimal("2.5"), Decimal(5), Decimal(10)):
+        if value <= step * magnitude:
+            return step * magnitude
+    return Decimal(10) * magnitude  # unreachable
+
+
+def _window(owner_id: int, start: datetime, end: datetime) -> QuerySet[LedgerEntry]:
+    return LedgerEntry.objects.filter(owner_id=owner_id, created_at__gte=start, created_at__lt=end)
+
+
+def daily_spend(
+    owner_id: int, tz: str, *, days: int = 30, top: int = 5, now: datetime | None = None
+) -> SpendChart:
+    """Spend per day (owner's zone) for the last `days` days, stacked by the `top` schedules
+    that spent most, the other schedules, and interactive runs (two queries)."""
+    zone = zoneinfo.ZoneInfo(tz)
+    today = (now or timezone.now()).astimezone(zone).date()
+    first = today - timedelta(days=days - 1)
+    start, end = day_bounds(first, zone)[0], day_bounds(today, zone)[1]
+    window = _window(owner_id, start, end)
+    leaders = [
+        int(schedule_id)
+        for schedule_id in window.filter(schedule_id__isnull=False)
+        .values("schedule_id")
+        .annotate(total=Sum("cost"))
+        .order_by("-total", "schedule_id")
+        .values_list("schedule_id", flat=True)[:top]
+        if schedule_id is not None
+    ]
+    bucket = Case(
+        When(schedule_id__in=leaders or [0], then=F("schedule_id")),
+        When(Q(schedule_id__isnull=True), then=Value(INTERACTIVE)),
+        default=Value(OTHER),
+        output_field=IntegerField(),
+    )
+    rows = (
+        window.annotate(day=TruncDate("created_at", tzinfo=zone), bucket=bucket)
+        .values("day", "bucket")
+        .annotate(total=Sum("cost"))
+        .values_list("day", "bucket", "total")
+    )
+    amounts: dict[date, dict[int, Decimal]] = defaultdict(dict)
+    for day, key, total in rows:
+        amounts[day][int(key)] = total or ZERO
+    return _layout(first, days, leaders, amounts)
+
+
+def _layout(
+    first: date, days: int, leaders: list[int], amounts: dict[date, dict[int, Decimal]]
+) -> SpendChart:
+    order = [*leaders, OTHER, INTERACTIVE]
+    totals = {key: sum((a.get(key, ZERO) for a in amounts.values()), ZERO) for key in order}
+    # Colours 1-5 follow the ranking; "other schedules" and "interactive" keep their own.
+    colour = {**{key: i for i, key in enumerate(leaders, start=1)}, OTHER: 6, INTERACTIVE: 7}
+    series = [Series(key, colour[key], totals[key]) for key in order if totals[key] > 0]
+    peak = max((sum(a.values(), ZERO) for a in amounts.values()), default=ZERO)
+    step = nice_ceiling(peak / 4)
+    # Whole steps up to the peak, so the top grid line is at or above the tallest bar.
+    lines = (
+        max(Decimal(1), (peak / step).to_integral_value(rounding=ROUND_CEILING)) if peak > 0 else Decimal(4)
+    )
+    ceiling = step * lines
+    slot = PLOT_W / days
+    bar = slot * 0.72
+    chart_days: list[Day] = []
+    for offset in range(days):
+        day = first + timedelta(days=offset)
+        entry = Day(day=day, label_x=LEFT + slot * offset + slot / 2, labelled=(days - 1 - offset) % 5 == 0)
+        y = float(TOP + PLOT_H)
+        for key in order:
+            amount = amounts.get(day, {}).get(key, ZERO)
+            if amount <= 0:
+                continue
+            height = float(amount / ceiling) * PLOT_H
+            y -= height
+            x = LEFT + slot * offset + (slot - bar) / 2
+            entry.segments.append(Segment(key, colour[key], amount, x, y, bar, max(height, 0.5)))
+            entry.total += amount
+        chart_days.append(entry)
+    count = int(lines)
+    ticks = [Tick(step * i, TOP + PLOT_H - PLOT_H * i / count) for i in range(count + 1)]
+    total = sum((d.total for d in chart_days), ZERO)
+    return SpendChart(days=chart_days, series=series, ticks=ticks, total=total)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from accounting import selectors
+from accounting.models import Reservation
+from schedules.models import Schedule
+from schedules.selectors import owner_timezone
+from schedules.views import HtmxRequest
+
+
+@require_GET
+@login_required
+def budget(request: HtmxRequest) -> HttpResponse:
+    """Spend against the ceilings (the top bar's `budget`), open reservations, and 30 days of
+    daily spend by schedule as a server-rendered SVG chart."""
+    tz = owner_timezone(request.user.pk)
+    chart = selectors.daily_spend(request.user.pk, tz)
+    keys = [s.key for s in chart.series if s.key > 0]
+    titles = dict(Schedule.objects.owned_by(request.user).filter(pk__in=keys).values_list("pk", "title"))
+    names = {s.key: _series_name(s.key, titles) for s in chart.series}
+    reservations: list[Reservation] = selectors.open_reservations(request.user.pk)
+    context = {"chart": chart, "names": names, "reservations": reservations, "owner_tz": tz}
+    return render(request, "accounting/budget.html", context)
+
+
+def _series_name(key: int, titles: dict[int, str]) -> str:
+    if key == selectors.INTERACTIVE:
+        return "Interactive runs"
+    if key == selectors.OTHER:
+        return "Other schedules"
+    return titles.get(key, f"Deleted schedule #{key}")

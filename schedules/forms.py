@@ -1,0 +1,232 @@
+"""Dashboard and admin forms. Validation is the shared pydantic models' (schedules.schemas), so
+the dashboard, the admin, the chat tools and the API refuse the same input in the same words.
+The Django fields here only carry values and widgets."""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from django import forms
+
+from runs.limits import LIMIT_FIELDS, RunLimits
+from schedules.models import Schedule, ScheduleRevision
+from schedules.schemas import (
+    NOT_UPDATABLE,
+    ExplicitRevision,
+    InvalidSchedule,
+    ScheduleCreate,
+    ScheduleUpdate,
+    parse_create,
+    parse_explicit,
+    parse_update,
+)
+
+KIND_CHOICES = [
+    (Schedule.Kind.RECURRING.value, "Recurring"),
+    (Schedule.Kind.ONE_TIME.value, "One time"),
+]
+LOCAL_INPUT = "%Y-%m-%dT%H:%M"
+
+
+@cache
+def timezone_choices() -> list[tuple[str, str]]:
+    names = sorted(n for n in zoneinfo.available_timezones() if "/" in n and not n.startswith("Etc/"))
+    return [(name, name) for name in ["UTC", *names]]
+
+
+def _text(label: str, *, help_text: str = "", **attrs: Any) -> forms.CharField:
+    return forms.CharField(
+        label=label, required=False, help_text=help_text, widget=forms.TextInput(attrs=attrs), strip=True
+    )
+
+
+class PydanticForm(forms.Form):
+    """A form whose rules live in a pydantic model; errors land on the field they name."""
+
+    def add_field_errors(self, fields: dict[str, str]) -> None:
+        for name, message in fields.items():
+            target = name.removeprefix("limits.")
+            self.add_error(target if target in self.fields else None, message)
+
+    def _omit_blank(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in data.items() if v not in ("", None)}
+
+
+def _local_datetime(value: str, tz: str) -> str | datetime:
+    """A datetime-local value in the schedule's zone, as an aware datetime; anything else is
+    passed through for the shared validator to name."""
+    try:
+        naive = datetime.strptime(value, LOCAL_INPUT)
+        return naive.replace(tzinfo=zoneinfo.ZoneInfo(tz))
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return value
+
+
+class ScheduleCreateForm(PydanticForm):
+    title = _text("Title", maxlength=200, required=True, autocomplete="off")
+    agent = forms.CharField(label="Agent", required=False, widget=forms.Select())
+    prompt = forms.CharField(
+        label="Prompt",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 5, "required": True}),
+        help_text="What the assistant is asked to do on each run.",
+    )
+    kind = forms.ChoiceField(
+        label="Runs", choices=KIND_CHOICES, initial=Schedule.Kind.RECURRING, widget=forms.RadioSelect
+    )
+    cron = _text(
+        "Recurrence",
+        help_text='A cron expression such as "0 9 * * *", or plain words: "daily at 09:00", '
+        '"weekdays at 7:30", "every monday at 18:00".',
+        placeholder="daily at 09:00",
+        autocomplete="off",
+    )
+    run_at = forms.CharField(
+        label="Run once at",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="In the time zone below.",
+    )
+    timezone = forms.CharField(
+        label="Time zone", required=False, widget=forms.Select(choices=timezone_choices())
+    )
+
+    parsed: ScheduleCreate
+
+    def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        widget = self.fields["agent"].widget
+        assert isinstance(widget, forms.Select)
+        widget.choices = [(name, name) for name in agents]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        tz = cleaned.get("timezone") or "UTC"
+        data: dict[str, Any] = {
+            "title": cleaned.get("title"),
+            "prompt": cleaned.get("prompt"),
+            "agent": cleaned.get("agent"),
+        }
+        if cleaned.get("kind") == Schedule.Kind.ONE_TIME:
+            data["run_at"] = _local_datetime(cleaned.get("run_at") or "", tz)
+            data["timezone"] = tz
+            if not cleaned.get("run_at"):
+                self.add_error("run_at", "run_at is required for a one-time schedule")
+                return cleaned
+        else:
+            data["cron"] = cleaned.get("cron")
+            data["timezone"] = tz
+        try:
+            self.parsed = parse_create(self._omit_blank(data))
+        except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+class ScheduleUpdateForm(PydanticForm):
+    """Title, prompt, cadence and time zone. Limit fields are never offered; if posted anyway,
+    the shared validator refuses them with its own message."""
+
+    title = _text("Title", maxlength=200, required=True, autocomplete="off")
+    prompt = ScheduleCreateForm.base_fields["prompt"]
+    cron = ScheduleCreateForm.base_fields["cron"]
+    run_at = ScheduleCreateForm.base_fields["run_at"]
+    timezone = ScheduleCreateForm.base_fields["timezone"]
+
+    parsed: ScheduleUpdate
+
+    def __init__(self, data: Any = None, *, schedule: Schedule, **kwargs: Any) -> None:
+        self.schedule = schedule
+        revision = schedule.revision
+        initial = {"title": revision.title, "prompt": revision.prompt, "timezone": revision.timezone}
+        if revision.run_at:
+            initial["run_at"] = revision.run_at.astimezone(zoneinfo.ZoneInfo(revision.timezone)).strftime(
+                LOCAL_INPUT
+            )
+        else:
+            initial["cron"] = revision.cron
+        super().__init__(data, initial={**initial, **kwargs.pop("initial", {})}, **kwargs)
+        del self.fields["cron" if schedule.kind == Schedule.Kind.ONE_TIME else "run_at"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        data: dict[str, Any] = {
+            key: cleaned.get(key) for key in ("title", "prompt", "cron", "timezone") if key in self.fields
+        }
+        if "run_at" in self.fields:
+            data["run_at"] = _local_datetime(cleaned.get("run_at") or "", cleaned.get("timezone") or "UTC")
+        # Posted limit fields go to the validator, which refuses them in the words every surface uses.
+        data.update({key: self.data[key] for key in self.data if key in NOT_UPDATABLE})
+        try:
+            self.parsed = parse_update(data)
+        except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+# -- the admin's explicit revision ------------------------------------------------------------
+
+FAILURE_LIMIT_HELP = "Consecutive failed runs that pause the schedule."
+
+
+class PinRevisionForm(PydanticForm):
+    """The complete RunLimits, the failure limit and a required reason (an explicit revision)."""
+
+    max_steps = _text("max_steps", inputmode="numeric")
+    synthesis_reserve_steps = _text("synthesis_reserve_steps", inputmode="numeric")
+    max_model_calls = _text("max_model_calls", inputmode="numeric")
+    synthesis_reserve_model_calls = _text("synthesis_reserve_model_calls", inputmode="numeric")
+    max_tool_calls = _text("max_tool_calls", inputmode="numeric")
+    synthesis_reserve_tool_calls = _text("synthesis_reserve_tool_calls", inputmode="numeric")
+    max_cost = _text("max_cost (USD)", inputmode="decimal")
+    synthesis_reserve_cost = _text("synthesis_reserve_cost (USD)", inputmode="decimal")
+    max_consecutive_failures = _text(
+        "max_consecutive_failures", inputmode="numeric", help_text=FAILURE_LIMIT_HELP
+    )
+    reason = forms.CharField(
+        label="Reason",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
+        help_text="Required. Recorded on the revision with your name and the time.",
+    )
+    base_revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    parsed: ExplicitRevision
+
+    @classmethod
+    def initial_for(cls, revision: ScheduleRevision) -> dict[str, Any]:
+        return {
+            **{name: str(value) for name, value in revision.limits.items()},
+            "max_consecutive_failures": str(revision.max_consecutive_failures),
+            "base_revision": revision.number,
+        }
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        limits = {name: _number(cleaned.get(name, "")) for name in LIMIT_FIELDS}
+        data = {
+            "limits": self._omit_blank(limits),
+            "max_consecutive_failures": _number(cleaned.get("max_consecutive_failures", "")),
+            "reason": cleaned.get("reason", ""),
+        }
+        try:
+            self.parsed = parse_explicit(self._omit_blank(data))
+        except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+    def proposed_limits(self) -> RunLimits:
+        return self.parsed.limits
+
+
+def _number(value: str) -> int | str:
+    """Whole numbers become int; anything else (money, typos) stays text for the validator."""
+    text = (value or "").strip()
+    if text.isdigit():
+        return int(text)
+    if text.startswith("-") and text[1:].isdigit():
+        return int(text)
+    return text

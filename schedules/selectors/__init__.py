@@ -1,0 +1,37 @@
+"""Read-only queries and plain-language summaries for the owner's pages.
+
+Every function here costs a fixed number of queries, whatever the number of rows, so the list
+and detail pages stay fast on large tables. Writes never happen here; they go through services.
+"""
+
+from __future__ import annotations
+
+from schedules.selectors.runs import conversation_page, deletion_summary, run_page
+from schedules.selectors.schedules import (
+    Change,
+    StatusPanel,
+    diff,
+    owner_timezone,
+    pause_history,
+    schedule_detail,
+    schedule_list,
+    status_panel,
+)
+from schedules.selectors.words import Failure, count_sentence, pause_explanation
+
+__all__ = [
+    "Change",
+    "Failure",
+    "StatusPanel",
+    "conversation_page",
+    "count_sentence",
+    "deletion_summary",
+    "diff",
+    "owner_timezone",
+    "pause_explanation",
+    "pause_history",
+    "run_page",
+    "schedule_detail",
+    "schedule_list",
+    "status_panel",
+]

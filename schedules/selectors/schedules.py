@@ -1,0 +1,356 @@
+"""The schedules list and the schedule detail: fixed query counts, whatever the number of rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from functools import cached_property
+from typing import Any
+
+from django.conf import settings
+from django.core.paginator import Page, Paginator
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+
+from accounting import selectors as accounting
+from accounting.ledger import ZERO
+from accounting.models import AccountingEvent, OwnerBudget
+from runs.limits import RunLimits
+from runs.models import Run
+from schedules.models import Occurrence, PauseEvent, Schedule, ScheduleRevision, revision_snapshot
+from schedules.selectors.words import FAILURES_NAMED, Failure, count_sentence, pause_explanation
+from schedules.templatetags.dashboard import money_text
+
+PER_PAGE = 25
+REVISIONS_SHOWN = 20
+OCCURRENCES_SHOWN = 30
+EVENTS_SHOWN = 30
+PAUSE_EVENTS_SHOWN = 10
+
+
+def owner_timezone(owner_id: int) -> str:
+    """The zone the owner's days and times are shown in (one query)."""
+    zone = OwnerBudget.objects.filter(owner_id=owner_id).values_list("timezone", flat=True).first()
+    return zone or str(settings.DEFAULT_OWNER_TIME_ZONE)
+
+
+# -- the status panel -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatusPanel:
+    schedule: Schedule
+    failure_limit: int
+    explanation: str
+    count_sentence: str
+    resume_sentence: str
+
+    @property
+    def paused(self) -> bool:
+        return self.schedule.status == Schedule.Status.PAUSED
+
+    @property
+    def active(self) -> bool:
+        return self.schedule.status == Schedule.Status.ACTIVE
+
+
+def _events_query(schedule_id: int) -> QuerySet[AccountingEvent]:
+    return AccountingEvent.objects.filter(schedule_id=schedule_id).order_by("-created_at", "-id")
+
+
+def _failure_dimensions(owner_id: int, run_ids: Iterable[int | None]) -> dict[int, str]:
+    """Run id -> the dimension its failure named, for the runs that still exist (one query)."""
+    ids = {i for i in run_ids if i}
+    if not ids:
+        return {}
+    rows = Run.objects.filter(owner_id=owner_id, pk__in=ids).values_list("pk", "failure_dimension")
+    return {int(pk): dimension for pk, dimension in rows}
+
+
+def status_panel(
+    schedule: Schedule,
+    tz: str,
+    *,
+    events: Sequence[AccountingEvent] | None = None,
+    dimensions: Mapping[int, str] | None = None,
+) -> StatusPanel:
+    """The schedule's state in words. Reads the pause's events only when they are not given."""
+    limit = schedule.revision.max_consecutive_failures
+    count = schedule.consecutive_failures
+    explanation = ""
+    pause = schedule.pause
+    if schedule.status == Schedule.Status.PAUSED and pause is not None:
+        if pause.reason == PauseEvent.Reason.FAILURE_LIMIT and (events is None or _too_few(events, pause)):
+            events = list(
+                _events_query(schedule.pk).filter(created_at__lte=pause.created_at)[
+                    : pause.failures_at_event * 2 + 5
+                ]
+            )
+            dimensions = _failure_dimensions(schedule.owner_id, (e.run_id for e in events))
+        explanation = pause_explanation(schedule, pause, events or [], dimensions or {}, tz)
+    return StatusPanel(
+        schedule=schedule,
+        failure_limit=limit,
+        explanation=explanation,
+        count_sentence=count_sentence(count, limit, kept=False),
+        resume_sentence=count_sentence(count, limit, kept=True),
+    )
+
+
+def _too_few(events: Sequence[AccountingEvent], pause: PauseEvent) -> bool:
+    counted = [e for e in events if e.created_at <= pause.created_at and e.failure]
+    return len(counted) < min(pause.failures_at_event, FAILURES_NAMED)
+
+
+# -- the schedules list ------------------------------------------------------------------------
+
+TABS: tuple[tuple[str, str], ...] = (
+    ("all", "All"),
+    ("paused", "Paused"),
+    ("active", "Active"),
+    ("completed", "Completed"),
+)
+
+
+class CountedPaginator(Paginator):  # type: ignore[type-arg]
+    """A paginator told its count (already known from the tab counts), so it does not ask."""
+
+    def __init__(self, object_list: Any, per_page: int, *, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self._known_count = count
+
+    @cached_property
+    def count(self) -> int:
+        return self._known_count
+
+
+@dataclass(frozen=True)
+class Tab:
+    key: str
+    label: str
+    count: int
+    selected: bool
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    schedule: Schedule
+    failure_limit: int
+    last_status: str
+    last_failure: Failure | None
+    last_run_id: int | None
+    cost_month: Decimal
+
+
+@dataclass(frozen=True)
+class ScheduleList:
+    tab: str
+    query: str
+    tabs: list[Tab]
+    page: Page[Schedule]
+    rows: list[ScheduleRow]
+
+    @property
+    def total(self) -> int:
+        return next(t.count for t in self.tabs if t.key == "all")
+
+
+def schedule_list(owner_id: int, *, tab: str, query: str, page: str | int | None, tz: str) -> ScheduleList:
+    """One page of the owner's schedules, paused first (four queries)."""
+    tab = tab if tab in dict(TABS) else "all"
+    mine = Schedule.objects.filter(owner_id=owner_id)
+    if query:
+        mine = mine.filter(title__icontains=query)
+    counts = mine.aggregate(
+        all=Count("id"),
+        **{key: Count("id", filter=Q(status=key)) for key, _ in TABS if key != "all"},
+    )
+    rows = mine if tab == "all" else mine.filter(status=tab)
+    rows = (
+        rows.select_related("current_revision", "pause", "last_event")
+        .defer("current_revision__prompt")
+        .annotate(rank=_status_rank())
+        .order_by("rank", "title", "id")
+    )
+    paginator = CountedPaginator(rows, PER_PAGE, count=counts[tab])
+    current = paginator.get_page(page)
+    schedules = list(current.object_list)
+    last_runs = [s.last_event.run_id for s in schedules if s.last_event and s.last_event.run_id]
+    dimensions = _failure_dimensions(owner_id, last_runs) if last_runs else {}
+    costs = accounting.cost_this_month(owner_id, [s.pk for s in schedules], tz)
+    tabs = [Tab(key, label, counts[key], key == tab) for key, label in TABS]
+    return ScheduleList(tab, query, tabs, current, [_row(s, dimensions, costs) for s in schedules])
+
+
+def _status_rank() -> Case:
+    return Case(
+        When(status=Schedule.Status.PAUSED, then=Value(0)),
+        When(status=Schedule.Status.ACTIVE, then=Value(1)),
+        default=Value(2),
+        output_field=IntegerField(),
+    )
+
+
+def _row(schedule: Schedule, dimensions: Mapping[int, str], costs: Mapping[int, Decimal]) -> ScheduleRow:
+    event = schedule.last_event
+    run_id = event.run_id if event else None
+    return ScheduleRow(
+        schedule=schedule,
+        failure_limit=schedule.revision.max_consecutive_failures,
+        last_status=str(event.payload.get("status", "")) if event else "",
+        last_failure=Failure.from_payload(event.failure, dimensions.get(run_id or 0, "")) if event else None,
+        last_run_id=run_id if run_id in dimensions else None,
+        cost_month=costs.get(schedule.pk, ZERO),
+    )
+
+
+# -- the schedule detail --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    field: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RevisionEntry:
+    revision: ScheduleRevision
+    changes: list[Change]
+    first: bool
+
+
+MONEY_FIELDS = frozenset({"max_cost", "synthesis_reserve_cost"})
+
+
+def _shown(field_name: str, value: Any) -> str:
+    if field_name in MONEY_FIELDS:
+        return money_text(value)
+    return str(value)
+
+
+def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """The fields of two revision snapshots that differ, in the order of `after`."""
+    return [
+        Change(name, _shown(name, before.get(name, "")), _shown(name, value))
+        for name, value in after.items()
+        if before.get(name) != value
+    ]
+
+
+def revision_history(revisions: Sequence[ScheduleRevision]) -> list[RevisionEntry]:
+    """Newest first, each with its diff against the one before (which may be one past the end)."""
+    snapshots = [revision_snapshot(r) for r in revisions]
+    entries = []
+    for index, revision in enumerate(revisions):
+        previous = snapshots[index + 1] if index + 1 < len(snapshots) else None
+        if previous is None and revision.number > 1:
+            continue  # only fetched to diff the next one against
+        changes = diff(previous, snapshots[index]) if previous is not None else []
+        entries.append(RevisionEntry(revision, changes, first=previous is None))
+    return entries
+
+
+@dataclass(frozen=True)
+class EventEntry:
+    event: AccountingEvent
+    status: str
+    failure: Failure | None
+    run_exists: bool
+    usage: Mapping[str, Any]
+    scheduled_for: datetime | None
+    revision: Any
+
+
+@dataclass(frozen=True)
+class OccurrenceEntry:
+    occurrence: Occurrence
+    run: Run | None
+    usage: Mapping[str, Any] | None
+    run_deleted: bool
+
+
+@dataclass(frozen=True)
+class ScheduleDetail:
+    schedule: Schedule
+    panel: StatusPanel
+    limits: RunLimits
+    history: list[RevisionEntry]
+    occurrences: list[OccurrenceEntry]
+    events: list[EventEntry]
+    pause_events: list[PauseEvent]
+    more_revisions: bool = False
+    more_occurrences: bool = False
+    more_events: bool = False
+
+
+def schedule_detail(schedule: Schedule, tz: str) -> ScheduleDetail:
+    """Everything the detail page shows (five queries, six when a long streak needs more events)."""
+    revisions = list(
+        schedule.revisions.select_related("agent", "created_by").order_by("-number")[: REVISIONS_SHOWN + 1]
+    )
+    occurrences = list(
+        schedule.occurrences.select_related("run", "revision")
+        .defer("run__prompt", "run__answer", "run__failure_message", "revision__prompt")
+        .order_by("-scheduled_for", "-id")[: OCCURRENCES_SHOWN + 1]
+    )
+    events = list(_events_query(schedule.pk)[: EVENTS_SHOWN + 1])
+    dimensions = _failure_dimensions(schedule.owner_id, (e.run_id for e in events))
+    pause_events = pause_history(schedule)
+    by_occurrence = {e.payload.get("occurrence_id"): e for e in events}
+    history = revision_history(revisions)[:REVISIONS_SHOWN]
+    return ScheduleDetail(
+        schedule=schedule,
+        panel=status_panel(schedule, tz, events=events, dimensions=dimensions),
+        limits=schedule.revision.run_limits,
+        history=history,
+        occurrences=[_occurrence(o, by_occurrence.get(o.pk)) for o in occurrences[:OCCURRENCES_SHOWN]],
+        events=[_event(e, dimensions) for e in events[:EVENTS_SHOWN]],
+        pause_events=pause_events,
+        more_revisions=bool(history) and history[-1].revision.number > 1,
+        more_occurrences=len(occurrences) > OCCURRENCES_SHOWN,
+        more_events=len(events) > EVENTS_SHOWN,
+    )
+
+
+def pause_history(schedule: Schedule) -> list[PauseEvent]:
+    """The newest pauses and resumes, with who made them (one query)."""
+    return list(
+        schedule.pause_events.select_related("actor").order_by("-created_at", "-id")[:PAUSE_EVENTS_SHOWN]
+    )
+
+
+def _occurrence(occurrence: Occurrence, event: AccountingEvent | None) -> OccurrenceEntry:
+    run = occurrence.run
+    ran = occurrence.outcome in (
+        Occurrence.Outcome.COMPLETED,
+        Occurrence.Outcome.FAILED,
+        Occurrence.Outcome.CANCELLED,
+    )
+    usage: Mapping[str, Any] | None = None
+    if run is not None:
+        usage = run.usage()
+    elif event is not None:
+        usage = event.payload.get("usage")
+    return OccurrenceEntry(occurrence, run, usage, run_deleted=ran and run is None)
+
+
+def _event(event: AccountingEvent, dimensions: Mapping[int, str]) -> EventEntry:
+    payload = event.payload
+    scheduled = payload.get("scheduled_for")
+    try:
+        scheduled_for = datetime.fromisoformat(scheduled) if scheduled else None
+    except ValueError:
+        scheduled_for = None
+    run_id = event.run_id or 0
+    return EventEntry(
+        event=event,
+        status=str(payload.get("status", "")),
+        failure=Failure.from_payload(event.failure, dimensions.get(run_id, "")),
+        run_exists=run_id in dimensions,
+        usage=payload.get("usage") or {},
+        scheduled_for=scheduled_for,
+        revision=payload.get("revision"),
+    )

@@ -1,0 +1,137 @@
+"""Scenario 1: the demo owner signs in, opens a schedule paused after classified failures, reads
+why, resumes it, and sees the panel swapped in place with the count kept and said in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedules.models import PauseEvent, Schedule
+from tests.browser.conftest import LAPTOP, PHONE, serious_violations, shoot, sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, reset_sequences=True)]
+
+SENTENCE = (
+    "The failure count stays at 2 of 2: if the next run fails, the schedule pauses again; "
+    "a completed run resets it."
+)
+PAUSED_TITLE = "Anthropic news briefing"
+
+
+def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, live_server, demo):
+    base = live_server.url
+    context = browser.new_context(viewport=LAPTOP, color_scheme="light")
+    page = context.new_page()
+    sign_in(page, base, "owner")
+
+    # The list: paused first, each with its classification.
+    assert page.locator("h1").inner_text() == "Schedules"
+    first_row = page.locator("tbody tr").first
+    assert "Paused" in first_row.inner_text()
+    row = page.locator("tr", has_text=PAUSED_TITLE)
+    assert "2 of 2 failures" in row.inner_text()
+    assert "provider error · transient · simulated 529 overloaded_error" in row.inner_text()
+    shoot(page, "schedules-list", readme=True)
+    assert serious_violations(page) == []
+
+    # The paused schedule: why, in one sentence, with the classified failures.
+    row.get_by_role("link", name=PAUSED_TITLE).click()
+    page.wait_for_load_state()
+    explanation = page.locator("#status .explanation").inner_text()
+    assert "after 2 consecutive failed runs: provider error 529 overloaded_error on" in explanation
+    assert page.locator("#status .action__note").inner_text() == SENTENCE
+    events = page.locator("#events tbody tr")
+    assert events.count() == 2
+    assert "provider error · transient · simulated 529 overloaded_error" in events.first.inner_text()
+    shoot(page, "schedule-paused", readme=True)
+    assert serious_violations(page) == []
+
+    # Resume: the confirmation says what happens to the count; the panel swaps without a reload.
+    page.evaluate("window.__before_resume = 'still here'")
+    dialogs: list[str] = []
+
+    def accept(dialog):  # type: ignore[no-untyped-def]
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    page.get_by_role("button", name="Resume").click()
+    notice = page.locator("#status .notice")
+    notice.wait_for()
+    assert dialogs == [SENTENCE]
+    assert notice.inner_text() == f"Resumed. {SENTENCE}"
+    assert page.evaluate("window.__before_resume") == "still here"
+    assert "Active" in page.locator("#status .badge").inner_text()
+    assert "2 of 2 failures" in page.locator("#status .streak").inner_text()
+    shoot(page, "schedule-resumed")
+
+    schedule = Schedule.objects.get(title=PAUSED_TITLE)
+    assert schedule.status == Schedule.Status.ACTIVE and schedule.consecutive_failures == 2
+    assert PauseEvent.objects.filter(schedule=schedule, action="resume").count() == 1
+
+    # The run page of the last failure: classification, diagnostics, message, bars.
+    page.locator("#events tbody tr").first.get_by_role("link").click()
+    page.wait_for_load_state()
+    assert (
+        "provider error · transient · simulated 529 overloaded_error"
+        in page.locator(".card--failure").inner_text()
+    )
+    assert page.locator(".bar").count() == 4
+    assert serious_violations(page) == []
+
+    # A run that completed through its synthesis reserve, for the README.
+    page.goto(f"{base}/")
+    page.get_by_role("link", name="Market research digest (completes through its reserve)").click()
+    page.locator("#occurrences-heading ~ .table-wrap tbody tr").first.get_by_role("link").click()
+    page.wait_for_load_state()
+    assert page.locator(".bar--activated").count() == 1
+    shoot(page, "run-detail", readme=True)
+
+    page.goto(f"{base}/budget/")
+    assert page.locator("svg.chart rect").count() >= 1
+    shoot(page, "budget", readme=True)
+    assert serious_violations(page) == []
+
+    page.goto(f"{base}/conversations/")
+    assert serious_violations(page) == []
+
+    # The new-schedule form: the live preview follows the chosen agent, without a reload.
+    page.goto(f"{base}/schedules/new/")
+    page.evaluate("window.__form_marker = 1")
+    page.get_by_label("Agent").select_option("sim-expensive")
+    page.locator("#limits-preview strong", has_text="sim-expensive").wait_for()
+    assert page.evaluate("window.__form_marker") == 1
+    shoot(page, "new-schedule")
+    assert serious_violations(page) == []
+
+    # Keyboard focus is visible.
+    page.goto(f"{base}/")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    outline = page.evaluate(
+        "(() => { const s = getComputedStyle(document.activeElement);"
+        " return [s.outlineStyle, s.outlineWidth]; })()"
+    )
+    assert outline[0] != "none" and outline[1] != "0px"
+    context.close()
+
+
+def test_the_pages_read_on_a_phone_and_in_the_dark(browser, live_server, demo):
+    base = live_server.url
+    context = browser.new_context(viewport=PHONE, color_scheme="dark", is_mobile=True)
+    page = context.new_page()
+    sign_in(page, base, "owner")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    schedule = Schedule.objects.get(title=PAUSED_TITLE)
+    page.goto(f"{base}/schedules/{schedule.pk}/")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert page.get_by_role("button", name="Resume").is_visible()
+    shoot(page, "schedule-paused-phone-dark", full_page=False)
+    assert serious_violations(page) == []
+    context.close()
+
+    light = browser.new_context(viewport=PHONE, color_scheme="light", is_mobile=True)
+    page = light.new_page()
+    sign_in(page, base, "owner")
+    page.goto(f"{base}/schedules/{schedule.pk}/")
+    shoot(page, "schedule-paused-phone", readme=True, full_page=False)
+    light.close()

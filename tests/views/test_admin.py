@@ -1,0 +1,218 @@
+"""The admin: pinning a revision (permission, field errors, diff, confirm), schedule filters and
+columns, actions through the services, and changelists without a full COUNT(*)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from schedules.models import PauseEvent, Schedule, ScheduleRevision
+from tests.factories import fail, finish, make_schedule, make_user, materialize
+from tests.views.conftest import overloaded
+
+pytestmark = pytest.mark.django_db
+
+LIMITS = {
+    "max_steps": "10",
+    "synthesis_reserve_steps": "2",
+    "max_model_calls": "10",
+    "synthesis_reserve_model_calls": "2",
+    "max_tool_calls": "6",
+    "synthesis_reserve_tool_calls": "0",
+    "max_cost": "5.00",
+    "synthesis_reserve_cost": "1.00",
+}
+
+
+def _text(page: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(page)).split())
+
+
+@pytest.fixture
+def admin_client(admin_user: User) -> Client:
+    client = Client()
+    client.force_login(admin_user)
+    return client
+
+
+@pytest.fixture
+def schedule(owner, agent) -> Schedule:
+    return make_schedule(owner, agent, title="Morning briefing")
+
+
+def _pin(schedule: Schedule, **changes: str) -> dict[str, str]:
+    return {**LIMITS, "max_consecutive_failures": "2", "reason": "", "base_revision": "1", **changes}
+
+
+def test_the_pin_page_is_prefilled_from_the_revision_in_force(admin_client, schedule):
+    response = admin_client.get(f"/admin/schedules/schedule/{schedule.pk}/pin/")
+    assert response.status_code == 200
+    page = response.text
+    assert 'name="max_cost" value="5.00"' in page
+    assert 'name="synthesis_reserve_steps" value="2"' in page
+    assert 'name="max_consecutive_failures" value="2"' in page
+    assert '<label for="id_reason" class="required">Reason</label>' in page
+
+
+def test_the_change_page_links_to_the_pin_page_only_with_the_permission(admin_client, schedule):
+    url = f"/admin/schedules/schedule/{schedule.pk}/change/"
+    assert "Pin a revision" in admin_client.get(url).text
+    staff = make_user("sam", staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename__in=["view_schedule", "change_schedule"]))
+    client = Client()
+    client.force_login(User.objects.get(pk=staff.pk))
+    pin_url = f"/admin/schedules/schedule/{schedule.pk}/pin/"
+    assert "Pin a revision" not in client.get(url).text
+    assert client.get(pin_url).status_code == 403
+    assert client.post(pin_url, _pin(schedule, reason="x", confirm="1")).status_code == 403
+    assert ScheduleRevision.objects.filter(schedule=schedule).count() == 1
+
+
+def test_owners_who_are_not_staff_cannot_reach_the_pin_page(owner_client, schedule):
+    response = owner_client.get(f"/admin/schedules/schedule/{schedule.pk}/pin/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_an_invalid_reserve_is_a_field_error_and_nothing_is_pinned(admin_client, schedule):
+    data = _pin(schedule, synthesis_reserve_cost="6.00", reason="More headroom")
+    response = admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", data)
+    text = _text(response.text)
+    assert response.status_code == 200
+    assert "Nothing was pinned" in text
+    assert "synthesis_reserve_cost must be below max_cost (6.00 ≥ 5.00)" in text
+    assert ScheduleRevision.objects.filter(schedule=schedule).count() == 1
+
+
+def test_a_missing_reason_and_a_non_number_are_named(admin_client, schedule):
+    data = _pin(schedule, max_steps="ten")
+    text = _text(admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", data).text)
+    assert "max_steps must be a whole number" in text
+    assert "reason is required" in text
+
+
+def test_a_valid_revision_is_reviewed_as_a_diff_before_anything_is_written(admin_client, schedule):
+    data = _pin(schedule, max_cost="8.00", max_consecutive_failures="3", reason="Longer reports")
+    response = admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", data)
+    text = _text(response.text)
+    assert "Review the change" in text
+    assert "max_cost USD 5.00 USD 8.00" in text
+    assert "max_consecutive_failures 2 3" in text
+    assert "synthesis_reserve_steps" not in text.split("Review the change", 1)[1].split("Reason:", 1)[0]
+    assert ScheduleRevision.objects.filter(schedule=schedule).count() == 1
+
+
+def test_confirming_pins_an_explicit_revision_with_who_and_why(admin_client, admin_user, schedule):
+    data = _pin(schedule, max_cost="8.00", reason="Longer reports", confirm="Confirm")
+    response = admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", data, follow=True)
+    assert response.redirect_chain[-1][0] == f"/admin/schedules/schedule/{schedule.pk}/change/"
+    assert "Pinned revision 2 of “Morning briefing”." in html.unescape(response.text)
+    revision = ScheduleRevision.objects.get(schedule=schedule, number=2)
+    assert (revision.path, revision.via, revision.reason, revision.created_by_id) == (
+        "explicit",
+        "admin",
+        "Longer reports",
+        admin_user.pk,
+    )
+    assert revision.limits["max_cost"] == "8.00"
+    assert ScheduleRevision.objects.get(schedule=schedule, number=1).limits["max_cost"] == "5.00"
+
+
+def test_a_revision_pinned_meanwhile_sends_the_admin_back_to_the_review(admin_client, admin_user, schedule):
+    first = _pin(schedule, max_cost="7.00", reason="First", confirm="Confirm")
+    admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", first)
+    stale = _pin(schedule, max_cost="9.00", reason="Second", confirm="Confirm")  # reviewed against revision 1
+    response = admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", stale)
+    assert "gained a new revision while you were reviewing" in response.text
+    assert 'name="base_revision" value="2"' in response.text
+    assert "USD 7.00" in response.text  # the diff is against the revision now in force
+    assert ScheduleRevision.objects.filter(schedule=schedule).count() == 2
+    admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", {**stale, "base_revision": "2"})
+    assert ScheduleRevision.objects.filter(schedule=schedule).latest("number").limits["max_cost"] == "9.00"
+
+
+def test_the_schedule_list_filters_on_the_last_classification(admin_client, owner, agent):
+    transient = make_schedule(owner, agent, title="Transient one")
+    fail(materialize(transient), overloaded())
+    budget = make_schedule(owner, agent, title="Budget one")
+    fail(materialize(budget))
+    fine = make_schedule(owner, agent, title="Fine one")
+    finish(materialize(fine))
+    base = "/admin/schedules/schedule/"
+    by_class = _text(admin_client.get(base + "?last_error_class=ProviderTransientError").text)
+    assert "Transient one" in by_class and "Budget one" not in by_class and "Fine one" not in by_class
+    by_reason = _text(admin_client.get(base + "?last_failure_reason=budget_exhausted").text)
+    assert "Budget one" in by_reason and "Transient one" not in by_reason
+    by_provider = _text(admin_client.get(base + "?last_provider=anthropic").text)
+    assert "Transient one" in by_provider and "Budget one" not in by_provider
+    everything = _text(admin_client.get(base).text)
+    assert "provider error · transient · anthropic 529 overloaded_error" in everything
+    assert "1 of 2" in everything
+
+
+def test_the_pause_reason_filter(admin_client, paused_after_two_failures, owner, agent):
+    make_schedule(owner, agent, title="Still active")
+    text = _text(admin_client.get("/admin/schedules/schedule/?pause_reason=failure_limit").text)
+    assert "Morning briefing" in text and "Still active" not in text
+
+
+def test_admin_actions_go_through_the_services_and_keep_the_count(admin_client, paused_after_two_failures):
+    schedule = paused_after_two_failures
+    response = admin_client.post(
+        "/admin/schedules/schedule/", {"action": "resume", "_selected_action": [schedule.pk]}, follow=True
+    )
+    assert "Resumed 1 of 1 schedule(s)" in response.text
+    schedule.refresh_from_db()
+    assert schedule.status == "active" and schedule.consecutive_failures == 2
+    assert PauseEvent.objects.filter(schedule=schedule, action="resume").count() == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/runs/run/",
+        "/admin/accounting/ledgerentry/",
+        "/admin/accounting/accountingevent/",
+        "/admin/schedules/occurrence/",
+        "/admin/schedules/schedule/",
+        "/admin/runs/conversation/",
+        "/admin/schedules/schedulerevision/",
+        "/admin/runs/run/?status=failed&error_class=ProviderTransientError&provider=anthropic",
+    ],
+)
+def test_changelists_cost_a_fixed_number_of_queries_and_never_count_the_whole_table(
+    admin_client, owner, agent, url, django_assert_max_num_queries
+):
+    for number in range(8):
+        schedule = make_schedule(owner, agent, title=f"S{number}")
+        for _ in range(3):
+            fail(materialize(schedule), overloaded()) if number % 2 else finish(materialize(schedule))
+    with CaptureQueriesContext(connection) as queries, django_assert_max_num_queries(8):
+        response = admin_client.get(url)
+    assert response.status_code == 200
+    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    assert all("LIMIT" in sql.upper() for sql in counts), counts
+    assert "SELECT DISTINCT" not in " ".join(q["sql"] for q in queries).upper()
+
+
+def test_a_capped_changelist_says_more_than(admin_client, owner, agent, monkeypatch):
+    from accounting.admin import BoundedCountPaginator
+
+    monkeypatch.setattr(BoundedCountPaginator, "cap", 3)
+    schedule = make_schedule(owner, agent)
+    for _ in range(5):
+        finish(materialize(schedule))
+    text = _text(admin_client.get("/admin/runs/run/").text)
+    assert "More than 3 runs: narrow the list with a filter or a search." in text
+
+
+def test_the_admin_wears_the_products_header_and_colours(admin_client):
+    page = admin_client.get("/admin/").text
+    assert "Agent schedules · admin" in page
+    assert '<link rel="stylesheet" href="/static/schedules/css/admin.css">' in page
+    assert 'href="/"' in page  # back to the dashboard

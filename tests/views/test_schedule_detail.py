@@ -1,0 +1,129 @@
+"""The schedule detail: why it paused in one sentence, limits, history, occurrences, events."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from runs.models import Run
+from runs.services import delete_conversation
+from schedules import services
+from schedules.models import Occurrence, Schedule
+from schedules.schemas import parse_explicit, parse_update
+from tests.factories import finish, limits, make_schedule, materialize
+
+pytestmark = pytest.mark.django_db
+
+
+def _text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_a_failure_limit_pause_is_explained_in_one_plain_sentence(owner_client, paused_after_two_failures):
+    response = owner_client.get(f"/schedules/{paused_after_two_failures.pk}/")
+    assert response.status_code == 200
+    pause = paused_after_two_failures.pause
+    local = pause.created_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Riga"))
+    day = f"{local.day} {local:%b}"
+    expected = (
+        f"Paused on {day} at {local:%H:%M} {local.tzname()} after 2 consecutive failed runs: "
+        f"budget exhausted (cost) on {day}, provider error 529 overloaded_error on {day}."
+    )
+    assert expected in _text(response.text)
+
+
+def test_the_page_shows_limits_with_reserves_and_the_classified_events(
+    owner_client, paused_after_two_failures
+):
+    text = _text(owner_client.get(f"/schedules/{paused_after_two_failures.pk}/").text)
+    assert "Steps 10 2" in text and "Cost USD 5.00 USD 1.00" in text and "Tool calls 6 none" in text
+    assert "Failure limit 2 failed runs in a row" in text
+    assert "provider error · transient · anthropic 529 overloaded_error" in text
+    assert "budget exhausted (cost) · BudgetExhausted" not in text  # the classification, not the class name
+    assert "2 of 2 failures" in text
+    assert "secret plans" not in text  # the failure message stays on the run page
+
+
+def test_events_of_runs_deleted_with_their_conversation_stay_and_say_so(
+    owner_client, paused_after_two_failures
+):
+    schedule = paused_after_two_failures
+    run = Run.objects.filter(conversation__metadata__schedule_id=schedule.pk).order_by("id").first()
+    assert run is not None
+    delete_conversation(run.conversation)
+    text = _text(owner_client.get(f"/schedules/{schedule.pk}/").text)
+    assert f"Run {run.pk} deleted with its conversation" in text
+    assert "Deleted with its conversation" in text  # its occurrence, too
+    # The pause is still explained from the content-free event: the dimension went with the run.
+    assert "after 2 consecutive failed runs: budget exhausted on" in text
+
+
+def test_revision_history_is_dated_with_who_path_reason_and_a_diff(owner, owner_client, admin_user, agent):
+    schedule = make_schedule(owner, agent, title="Briefing")
+    services.update_schedule(schedule, parse_update({"title": "Daily briefing"}), by=owner, via="dashboard")
+    schedule.refresh_from_db()
+    explicit = parse_explicit(
+        {
+            "limits": limits(max_cost="8.00").to_json(),
+            "max_consecutive_failures": 3,
+            "reason": "Longer reports",
+        }
+    )
+    services.pin_revision(schedule, explicit, by=admin_user, via="admin")
+    text = _text(owner_client.get(f"/schedules/{schedule.pk}/").text)
+    assert "by ada · explicit via admin" in text and "“Longer reports”" in text
+    assert "max cost USD 5.00 → changed to USD 8.00" in text
+    assert "max consecutive failures 2 → changed to 3" in text
+    assert "synthesis reserve steps 2 → changed to 0" in text
+    assert "title Briefing → changed to Daily briefing" in text
+    assert "by olga · schedule.update via dashboard" in text
+    assert text.index("Longer reports") < text.index("schedule.update via dashboard")  # newest first
+    assert " v1" not in text and " v2" not in text
+
+
+def test_the_occurrence_timeline_shows_outcome_cost_and_usage(owner, owner_client, agent):
+    schedule = make_schedule(owner, agent)
+    run = finish(materialize(schedule))
+    Occurrence.objects.create(
+        schedule=schedule,
+        scheduled_for=run.created_at.replace(year=2020),
+        revision=schedule.revision,
+        outcome=Occurrence.Outcome.MISSED,
+    )
+    text = _text(owner_client.get(f"/schedules/{schedule.pk}/").text)
+    assert "Completed" in text and f"Run {run.pk}" in text
+    assert "0 steps · 0 model calls · 0 tool calls" in text
+    assert "Missed Found after its grace window; not run, not counted." in text
+
+
+def test_another_owners_schedule_is_404(other_client, paused_after_two_failures):
+    assert other_client.get(f"/schedules/{paused_after_two_failures.pk}/").status_code == 404
+
+
+def test_the_detail_page_costs_a_fixed_number_of_queries(
+    owner, owner_client, agent, django_assert_max_num_queries
+):
+    schedule = make_schedule(owner, agent)
+    for _ in range(25):
+        finish(materialize(schedule))
+    for number in range(5):
+        services.update_schedule(
+            schedule, parse_update({"title": f"Briefing {number}"}), by=owner, via="test"
+        )
+    with django_assert_max_num_queries(12):
+        response = owner_client.get(f"/schedules/{schedule.pk}/")
+    assert response.status_code == 200
+    assert response.text.count("Deleted with its conversation") == 0
+
+
+def test_a_completed_one_time_schedule_offers_no_actions(owner, owner_client, agent):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    schedule = make_schedule(owner, agent, run_at=timezone.now() + timedelta(hours=1))
+    Schedule.objects.filter(pk=schedule.pk).update(status=Schedule.Status.COMPLETED)
+    html = owner_client.get(f"/schedules/{schedule.pk}/").text
+    assert "Completed: its only run has happened." in html
+    assert "/pause/" not in html and "/resume/" not in html and "/edit/" not in html
