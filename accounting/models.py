@@ -121,7 +121,12 @@ class LedgerEntry(AppendOnlyModel):
 
     class Meta:
         verbose_name_plural = "ledger entries"
-        indexes = [models.Index(fields=["owner", "created_at"], name="ledger_owner_time")]
+        # Covering (PostgreSQL): an owner's spend for a day or a month is an index-only scan.
+        indexes = [
+            models.Index(
+                fields=["owner", "created_at"], include=["cost", "schedule_id"], name="ledger_owner_time"
+            )
+        ]
         constraints = [
             models.CheckConstraint(condition=models.Q(cost__gte=0), name="ledger_cost_non_negative"),
         ]

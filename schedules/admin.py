@@ -214,7 +214,21 @@ class ScheduleAdmin(BigTableAdmin):
             # Review against the revision in force now; confirming then pins on top of it.
             form = _rebased(form, current)
             return self._pin_page(request, schedule, form, changes=_pin_diff(current, form), stale=stale)
-        revision = services.pin_revision(schedule, form.parsed, by=request.user, via="admin")  # type: ignore[arg-type]
+        try:
+            revision = services.pin_revision(
+                schedule,
+                form.parsed,
+                by=request.user,  # type: ignore[arg-type]
+                via="admin",
+                expected_number=current.number,
+            )
+        except (services.RevisionChanged, services.ScheduleCompleted):
+            # Someone pinned, edited or completed it between the review and the click: review again.
+            schedule.refresh_from_db()
+            form = _rebased(form, schedule.revision)
+            return self._pin_page(
+                request, schedule, form, changes=_pin_diff(schedule.revision, form), stale=True
+            )
         self.message_user(
             request, f"Pinned revision {revision.number} of “{schedule.title}”.", messages.SUCCESS
         )

@@ -219,11 +219,22 @@ def update_schedule(
     return locked
 
 
+class RevisionChanged(Exception):
+    """The schedule got a newer revision than the one the change was reviewed against."""
+
+
 def pin_revision(
-    schedule: Schedule, data: ExplicitRevision, *, by: AbstractBaseUser, via: str, now: datetime | None = None
+    schedule: Schedule,
+    data: ExplicitRevision,
+    *,
+    by: AbstractBaseUser,
+    via: str,
+    now: datetime | None = None,
+    expected_number: int | None = None,
 ) -> ScheduleRevision:
     """An explicit revision: the only way limits or the failure limit change (ADR-0109 decision 4).
-    Earlier revisions and already materialized runs keep their values."""
+    Earlier revisions and already materialized runs keep their values. With `expected_number`,
+    raises RevisionChanged if another revision was written since (checked under the row lock)."""
     if not by.has_perm(PIN_PERMISSION):  # type: ignore[attr-defined]
         raise PermissionDenied("Pinning a revision needs the pin_revision permission.")
     now = now or timezone.now()
@@ -231,6 +242,8 @@ def pin_revision(
         locked = _locked(schedule)
         if locked.status == Schedule.Status.COMPLETED:
             raise ScheduleCompleted(schedule)
+        if expected_number is not None and locked.revision.number != expected_number:
+            raise RevisionChanged(schedule)
         revision = _next_revision(
             locked,
             by=by,

@@ -94,3 +94,12 @@ def test_a_revision_cannot_be_updated_or_deleted(owner, agent):
         revision.delete()
     with pytest.raises(AppendOnlyError):
         ScheduleRevision.objects.filter(pk=revision.pk).delete()
+
+
+def test_a_pin_reviewed_against_an_older_revision_is_refused(owner, agent, admin_user):
+    schedule = make_schedule(owner, agent)
+    body = parse_explicit({"limits": NEW_LIMITS, "max_consecutive_failures": 3, "reason": "r"})
+    services.pin_revision(schedule, body, by=admin_user, via="admin", expected_number=1)
+    with pytest.raises(services.RevisionChanged):
+        services.pin_revision(schedule, body, by=admin_user, via="admin", expected_number=1)
+    assert schedule.revisions.count() == 2
