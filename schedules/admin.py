@@ -20,7 +20,16 @@ from runs.admin import ERROR_CLASSES
 from runs.models import Run
 from schedules import services, tokens
 from schedules.forms import PinRevisionForm
-from schedules.models import ApiToken, Occurrence, PauseEvent, Schedule, ScheduleRevision, revision_snapshot
+from schedules.models import (
+    ApiToken,
+    NotificationAttempt,
+    NotificationSettings,
+    Occurrence,
+    PauseEvent,
+    Schedule,
+    ScheduleRevision,
+    revision_snapshot,
+)
 from schedules.selectors import Change, Failure, diff
 
 for _model in (q_models.Schedule, q_models.Success, q_models.Failure, q_models.OrmQ):
@@ -370,3 +379,40 @@ def _pin_diff(current: ScheduleRevision, form: PinRevisionForm) -> list[Change]:
         "max_consecutive_failures": form.parsed.max_consecutive_failures,
     }
     return diff(revision_snapshot(current), proposed)
+
+
+@admin.register(NotificationSettings)
+class NotificationSettingsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("owner", "email_enabled", "webhook_enabled", "webhook_url", "webhook_disabled_at")
+    list_select_related = ("owner",)
+    # The signing secret is the owner's: never shown here, rotated from the owner's settings page.
+    fields = (
+        "owner",
+        "email_enabled",
+        "webhook_enabled",
+        "webhook_url",
+        "webhook_failures",
+        "webhook_disabled_at",
+        "webhook_disabled_reason",
+    )
+    readonly_fields = ("owner", "webhook_failures", "webhook_disabled_at", "webhook_disabled_reason")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(NotificationAttempt)
+class NotificationAttemptAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "owner",
+        "schedule",
+        "channel",
+        "attempt",
+        "outcome",
+        "http_status",
+        "is_test",
+    )
+    list_select_related = ("owner", "schedule")
+    list_filter = ("channel", "outcome", "is_test")
+    show_full_result_count = False

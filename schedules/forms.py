@@ -230,3 +230,20 @@ def _number(value: str) -> int | str:
     if text.startswith("-") and text[1:].isdigit():
         return int(text)
     return text
+
+
+class NotificationSettingsForm(PydanticForm):
+    """Channels for pause notifications; the URL rules live in schedules.notifications."""
+
+    email_enabled = forms.BooleanField(label="Email me when a schedule pauses itself", required=False)
+    webhook_enabled = forms.BooleanField(label="POST a signed JSON notice to a webhook", required=False)
+    webhook_url = forms.CharField(
+        label="Webhook URL",
+        required=False,
+        max_length=500,
+        strip=True,
+        widget=forms.URLInput(
+            attrs={"placeholder": "https://example.com/hooks/paused", "autocomplete": "off"}
+        ),
+        help_text="https:// only (plain http is accepted for localhost while developing).",
+    )

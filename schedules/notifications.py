@@ -231,10 +231,13 @@ def send_test_notification(
     *,
     client: httpx.Client | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    attempts: int = WEBHOOK_ATTEMPTS,
 ) -> list[NotificationAttempt]:
-    """A sample notice on every enabled channel, recorded like a real one."""
+    """A sample notice on every enabled channel, recorded like a real one. The settings page
+    sends it with one attempt, so the owner sees the answer within the timeout."""
     assert owner.pk is not None
-    return _deliver(owner, test_notice(int(owner.pk)), event=None, skip=set(), client=client, sleep=sleep)
+    notice = test_notice(int(owner.pk))
+    return _deliver(owner, notice, event=None, skip=set(), client=client, sleep=sleep, attempts=attempts)
 
 
 def _deliver(
@@ -245,21 +248,22 @@ def _deliver(
     skip: set[str],
     client: httpx.Client | None,
     sleep: Callable[[float], None],
+    attempts: int = WEBHOOK_ATTEMPTS,
 ) -> list[NotificationAttempt]:
     channels = settings_for(owner.pk)
-    attempts: list[NotificationAttempt] = []
-    record = _recorder(owner.pk, event, attempts)
+    made: list[NotificationAttempt] = []
+    record = _recorder(owner.pk, event, made)
     if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in skip:
         _send_email(owner, notice, record)
     if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in skip:
         own = client is None
         http = client or httpx.Client(timeout=WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False)
         try:
-            _send_webhook(channels, notice, http, record, sleep)
+            _send_webhook(channels, notice, http, record, sleep, attempts)
         finally:
             if own:
                 http.close()
-    return attempts
+    return made
 
 
 Record = Callable[..., NotificationAttempt]
@@ -307,6 +311,7 @@ def _send_webhook(
     http: httpx.Client,
     record: Record,
     sleep: Callable[[float], None],
+    attempts: int,
 ) -> None:
     """POST with capped, jittered retries of transient failures (the provider classification:
     no response, 408, 409, 429, 5xx); a permanent one (410, other 4xx) is not retried."""
@@ -319,7 +324,7 @@ def _send_webhook(
         "X-Schedules-Delivery": str(uuid.uuid4()),
         SIGNATURE_HEADER: sign(channels.webhook_secret, body),
     }
-    for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+    for attempt in range(1, attempts + 1):
         try:
             response = http.post(
                 channels.webhook_url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS
@@ -341,7 +346,7 @@ def _send_webhook(
                 "webhook", response.status_code, response.headers, None, code_from="code"
             )
             status = response.status_code
-        retry = error.transient and attempt < WEBHOOK_ATTEMPTS
+        retry = error.transient and attempt < attempts
         outcome = NotificationAttempt.Outcome.RETRYING if retry else NotificationAttempt.Outcome.FAILED
         kind = "transient" if error.transient else "permanent"
         record(channel, outcome, attempt=attempt, status=status, detail=f"{kind}: {error.message}")

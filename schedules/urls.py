@@ -13,4 +13,7 @@ urlpatterns = [
     path("schedules/<int:pk>/edit/", views.schedule_edit, name="edit"),
     path("schedules/<int:pk>/pause/", views.pause, name="pause"),
     path("schedules/<int:pk>/resume/", views.resume, name="resume"),
+    path("settings/", views.notification_settings, name="settings"),
+    path("settings/rotate-secret/", views.rotate_webhook_secret, name="rotate_secret"),
+    path("settings/test/", views.send_test_notification, name="test_notification"),
 ]

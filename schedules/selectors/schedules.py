@@ -18,7 +18,14 @@ from accounting.ledger import ZERO
 from accounting.models import AccountingEvent, OwnerBudget
 from runs.limits import RunLimits
 from runs.models import Run
-from schedules.models import Occurrence, PauseEvent, Schedule, ScheduleRevision, revision_snapshot
+from schedules.models import (
+    NotificationAttempt,
+    Occurrence,
+    PauseEvent,
+    Schedule,
+    ScheduleRevision,
+    revision_snapshot,
+)
 from schedules.selectors.words import FAILURES_NAMED, Failure, count_sentence, pause_explanation
 from schedules.templatetags.dashboard import money_text
 
@@ -281,6 +288,7 @@ class ScheduleDetail:
     occurrences: list[OccurrenceEntry]
     events: list[EventEntry]
     pause_events: list[PauseEvent]
+    notifications: list[NotificationAttempt]
     more_revisions: bool = False
     more_occurrences: bool = False
     more_events: bool = False
@@ -309,10 +317,22 @@ def schedule_detail(schedule: Schedule, tz: str) -> ScheduleDetail:
         occurrences=[_occurrence(o, by_occurrence.get(o.pk)) for o in occurrences[:OCCURRENCES_SHOWN]],
         events=[_event(e, dimensions) for e in events[:EVENTS_SHOWN]],
         pause_events=pause_events,
+        notifications=notification_attempts(schedule.owner_id, schedule=schedule),
         more_revisions=bool(history) and history[-1].revision.number > 1,
         more_occurrences=len(occurrences) > OCCURRENCES_SHOWN,
         more_events=len(events) > EVENTS_SHOWN,
     )
+
+
+NOTIFICATIONS_SHOWN = 20
+
+
+def notification_attempts(owner_id: int, *, schedule: Schedule | None = None) -> list[NotificationAttempt]:
+    """The newest pause-notification attempts of an owner, or of one schedule (one query)."""
+    attempts = NotificationAttempt.objects.filter(owner_id=owner_id).select_related("schedule")
+    if schedule is not None:
+        attempts = attempts.filter(schedule=schedule)
+    return list(attempts.order_by("-created_at", "-id")[:NOTIFICATIONS_SHOWN])
 
 
 def pause_history(schedule: Schedule) -> list[PauseEvent]:

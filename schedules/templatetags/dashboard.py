@@ -31,6 +31,8 @@ TONES: dict[str, str] = {
     "missed": "muted",
     "skipped": "muted",
     "cancelled": "muted",
+    "delivered": "ok",
+    "retrying": "warn",
 }
 PAUSE_WORDS: dict[str, str] = {
     "failure_limit": "failure limit",
