@@ -16,6 +16,9 @@ urlpatterns = [
 ]
 
 if settings.SIMULATOR_ENABLED:
-    from runs.views import simulator
+    from runs.views import simulator, webhook_sink
 
-    urlpatterns.append(path("simulator/v1/chat/completions", simulator, name="simulator"))
+    urlpatterns += [
+        path("simulator/v1/chat/completions", simulator, name="simulator"),
+        path("simulator/webhook/", webhook_sink, name="webhook_sink"),
+    ]

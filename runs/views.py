@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +17,8 @@ from runs.models import Conversation, Run
 from runs.providers import simulated
 from schedules import selectors
 from schedules.views import HtmxRequest
+
+logger = logging.getLogger(__name__)
 
 
 @require_GET
@@ -87,3 +90,17 @@ def simulator(request: HttpRequest) -> HttpResponse:
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+@csrf_exempt  # a machine endpoint; no session, no cookies
+@require_POST
+def webhook_sink(request: HttpRequest) -> HttpResponse:
+    """A local webhook receiver for trying pause notifications in development: it accepts any
+    POST, logs its event and signature header (never the body), and answers 204."""
+    logger.info(
+        "webhook sink: %s, %d bytes, signature %s",
+        request.headers.get("X-Schedules-Event", "?"),
+        len(request.body),
+        request.headers.get("X-Schedules-Signature", "missing")[:20] + "…",
+    )
+    return HttpResponse(status=204)
