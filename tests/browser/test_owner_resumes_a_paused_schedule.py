@@ -103,6 +103,18 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     shoot(page, "new-schedule")
     assert serious_violations(page) == []
 
+    # Settings: the pause notices, with the demo's emails sent when its schedules paused.
+    page.goto(f"{base}/settings/")
+    assert "Pause notifications" in page.locator("h2").first.inner_text()
+    page.get_by_label("Webhook URL").fill(f"{base}/simulator/webhook/")
+    page.get_by_label("POST a signed JSON notice to a webhook").check()
+    page.get_by_role("button", name="Save").click()
+    assert page.locator(".secret").inner_text().startswith("whsec_")
+    page.get_by_role("button", name="Send a test notification").click()
+    assert "Test webhook: delivered (HTTP 204)." in page.locator("#messages").inner_text()
+    shoot(page, "settings")
+    assert serious_violations(page) == []
+
     # Keyboard focus is visible.
     page.goto(f"{base}/")
     page.keyboard.press("Tab")
