@@ -33,6 +33,8 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # As in production: with DEBUG on, Django also renders every query's SQL for its log.
+    os.environ.setdefault("DEBUG", "false")
     sys.path.insert(0, str(ROOT))
     import django
 

@@ -377,25 +377,6 @@ def run(requests: int, ids: dict[str, int]) -> list[dict[str, Any]]:
     return results
 
 
-RECOMMENDED_INDEX = (
-    "CREATE INDEX IF NOT EXISTS bench_ledger_owner_time_covering ON accounting_ledgerentry "
-    "(owner_id, created_at) INCLUDE (cost, schedule_id)"
-)
-
-
-def recommended_index(create: bool) -> None:
-    """The covering index asked for in the report, so a run can show the pages with and without it."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        if create:
-            cursor.execute(RECOMMENDED_INDEX)
-            cursor.execute("VACUUM ANALYZE accounting_ledgerentry")
-        else:
-            cursor.execute("DROP INDEX IF EXISTS bench_ledger_owner_time_covering")
-    print(f"recommended ledger index: {'on' if create else 'off'}", flush=True)
-
-
 def reuse_database(name: str) -> dict[str, int]:
     """Point Django at an existing, already seeded bench database (after a --keep run)."""
     import os
@@ -436,11 +417,6 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="measure a database kept by an earlier --keep run"
     )
-    parser.add_argument(
-        "--with-index",
-        action="store_true",
-        help="also measure with the covering ledger index the report recommends",
-    )
     args = parser.parse_args()
     if args.reuse:
         ids = reuse_database("bench_dashboard")
@@ -454,12 +430,7 @@ def main() -> None:
 
 
 def measure_all(args: argparse.Namespace, ids: dict[str, int]) -> None:
-    recommended_index(False)
     report(args.requests, run(args.requests, ids))
-    if args.with_index:
-        recommended_index(True)
-        report(args.requests, run(args.requests, ids))
-        recommended_index(False)
 
 
 if __name__ == "__main__":
