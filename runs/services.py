@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from accounting import ledger
 from runs.failures import Outcome, WorkerLost
-from runs.limits import DIMENSIONS, RunLimits, with_reserves
+from runs.limits import RunLimits, with_reserves
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.signals import run_finished
 
@@ -254,7 +254,3 @@ def delete_conversation(conversation: Conversation) -> int:
         count = locked.runs.count()
         locked.delete()
     return count
-
-
-def usage_of(run: Run) -> dict[str, int | Decimal]:
-    return {d: run.used(d) for d in DIMENSIONS}

@@ -70,10 +70,6 @@ def register(tool: Tool) -> Tool:
     return tool
 
 
-def all_tools() -> list[Tool]:
-    return sorted(_REGISTRY.values(), key=lambda t: t.name)
-
-
 def tools_for(agent: Agent) -> list[Tool]:
     """The agent's enabled tools that exist, in the agent's order."""
     names = agent.tools if isinstance(agent.tools, list) else []

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from accounting import ledger
 from accounting.models import Reservation
+from tests.concurrency import race
 
 CEILING = Decimal("25.00")
 PER_RUN = Decimal("5.00")
@@ -25,33 +26,12 @@ def _budget(owner, **ceilings):
     return budget
 
 
-def _concurrently(action, copies: int) -> list[object]:
-    barrier = threading.Barrier(copies)
-    results: list[object] = [None] * copies
-
-    def run(index: int) -> None:
-        try:
-            results[index] = action(index, barrier)
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(copies)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("clients", [8, 50])
 def test_concurrent_admissions_at_the_cap_never_exceed_the_ceiling(owner, clients):
     _budget(owner, daily_ceiling=CEILING)
 
-    def admit(index: int, barrier: threading.Barrier) -> bool:
-        barrier.wait()
+    def admit(index: int) -> bool:
         try:
             with transaction.atomic():
                 ledger.reserve(owner.pk, run_id=1000 + index, amount=PER_RUN)
@@ -59,7 +39,7 @@ def test_concurrent_admissions_at_the_cap_never_exceed_the_ceiling(owner, client
         except ledger.AdmissionRefused:
             return False
 
-    results = _concurrently(admit, clients)
+    results = race([lambda i=i: admit(i) for i in range(clients)])
 
     assert results.count(True) == 5 and results.count(False) == clients - 5
     assert sum(r.amount for r in Reservation.objects.filter(owner=owner)) == CEILING
@@ -70,18 +50,20 @@ def test_a_naive_read_then_write_admission_demonstrably_loses(owner):
     """The harness can see a race: without the row lock, every client reads the same headroom."""
     _budget(owner, daily_ceiling=CEILING)
 
-    def naive_admit(index: int, barrier: threading.Barrier) -> bool:
+    everyone_has_read = threading.Barrier(8)
+
+    def naive_admit(index: int) -> bool:
         with transaction.atomic():
             summary = ledger.summarize(owner.pk)
             fits = summary.refusal(PER_RUN) is None
-            barrier.wait()  # every client has read before any writes
+            everyone_has_read.wait()  # every client has read before any writes
             if fits:
                 Reservation.objects.create(
                     owner=owner, run_id=2000 + index, amount=PER_RUN, created_at=datetime.now(UTC)
                 )
             return fits
 
-    results = _concurrently(naive_admit, 8)
+    results = race([lambda i=i: naive_admit(i) for i in range(8)])
 
     admitted = sum(r.amount for r in Reservation.objects.filter(owner=owner))
     assert results.count(True) == 8

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +15,7 @@ from accounting.models import LedgerEntry
 from runs.models import Run
 from schedules import execution
 from schedules.models import Occurrence
+from tests.concurrency import race
 from tests.factories import make_agent, make_schedule
 from tests.scheduler.conftest import read_log, wait_for
 
@@ -35,42 +35,15 @@ def owner(owner):
     return owner
 
 
-def race(action: Callable[[], Any], copies: int) -> list[Any]:
-    barrier = threading.Barrier(copies)
-    results: list[Any] = [None] * copies
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = action()
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(copies)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
-
-
 def test_racing_materializer_threads_write_one_occurrence_and_one_run_per_slot(owner):
     agent = make_agent(model="sim-research")
-    start = timezone.now() - timedelta(minutes=1)
+    # One due slot each: created at 12:01, ticked at 12:05:30 (the 12:05 slot, within grace).
+    created = timezone.now().replace(hour=12, minute=1, second=0, microsecond=0) - timedelta(days=1)
     for index in range(40):
-        make_schedule(
-            owner,
-            agent,
-            title=f"Briefing {index}",
-            cron="*/5 * * * *",
-            tz="UTC",
-            now=start - timedelta(minutes=5),
-        )
-    at = timezone.now()
+        make_schedule(owner, agent, title=f"Briefing {index}", cron="*/5 * * * *", tz="UTC", now=created)
+    at = created + timedelta(minutes=4, seconds=30)
 
-    results = race(lambda: execution.materialize_due(enqueue=lambda ids: None, now=at, batch=7), copies=4)
+    results = race([lambda: execution.materialize_due(enqueue=lambda ids: None, now=at, batch=7)] * 4)
 
     assert not [r for r in results if isinstance(r, Exception)], results
     assert sum(len(r.enqueued) for r in results) == 40
@@ -118,7 +91,7 @@ def test_the_same_task_delivered_twice_at_once_runs_once(owner):
     execution.materialize_due(enqueue=enqueued.extend, now=schedule.next_occurrence_at + timedelta(seconds=1))
     (occurrence_id,) = enqueued
 
-    results = race(lambda: execution.execute_occurrence(occurrence_id, sleep=lambda s: None), copies=5)
+    results = race([lambda: execution.execute_occurrence(occurrence_id, sleep=lambda s: None)] * 5)
 
     ran = [r for r in results if isinstance(r, Run)]
     assert len(ran) == 1 and results.count(None) == 4

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 import time_machine
-from django.db import connection
 from django.utils import timezone
 
 from schedules import services
 from schedules.models import PauseEvent, Schedule
+from tests.concurrency import race
 from tests.factories import fail, finish, make_schedule, materialize
 
 
@@ -89,34 +86,12 @@ def test_a_resumed_schedule_pauses_again_on_its_next_failure_until_a_run_complet
     assert schedule.consecutive_failures == 1
 
 
-def _race(*actions: Callable[[], Any]) -> list[Any]:
-    """Run the actions at once in real threads, each on its own database connection."""
-    barrier = threading.Barrier(len(actions))
-    results: list[Any] = [None] * len(actions)
-
-    def run(index: int, action: Callable[[], Any]) -> None:
-        try:
-            barrier.wait()
-            results[index] = action()
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return results
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_double_resume_gives_exactly_one_transition(owner, agent):
     schedule = make_schedule(owner, agent)
     services.pause_schedule(schedule, by=owner)
 
-    results = _race(*[lambda: services.resume_schedule(Schedule.objects.get(pk=schedule.pk), by=owner)] * 6)
+    results = race([lambda: services.resume_schedule(Schedule.objects.get(pk=schedule.pk), by=owner)] * 6)
 
     assert sum(isinstance(r, Schedule) for r in results) == 1
     assert sum(isinstance(r, services.NotPaused) for r in results) == 5
@@ -131,9 +106,11 @@ def test_resume_racing_a_failure_limit_pause_ends_consistent(owner, agent):
         services.pause_schedule(schedule, by=owner)
         in_flight = materialize(schedule)
 
-        results = _race(
-            lambda pk=schedule.pk: services.resume_schedule(Schedule.objects.get(pk=pk), by=owner),
-            lambda occurrence=in_flight: fail(occurrence),
+        results = race(
+            [
+                lambda pk=schedule.pk: services.resume_schedule(Schedule.objects.get(pk=pk), by=owner),
+                lambda occurrence=in_flight: fail(occurrence),
+            ]
         )
 
         assert not any(isinstance(r, Exception) for r in results), results
