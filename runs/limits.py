@@ -153,11 +153,12 @@ def field_errors(exc: ValidationError) -> dict[str, str]:
         field = ".".join(loc) or "__all__"
         if field in fields:
             continue
-        fields[field] = _describe(field, error)
+        fields[field] = describe_error(field, error)
     return fields
 
 
-def _describe(field: str, error: Any) -> str:
+def describe_error(field: str, error: Any) -> str:
+    """One pydantic error in the product's words: "max_steps must be at least 1"."""
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind == "value_error":
@@ -167,12 +168,14 @@ def _describe(field: str, error: Any) -> str:
         return f"{field} is required"
     if kind == "extra_forbidden":
         return f"{field} is not a recognised field"
+    if kind == "literal_error":
+        return f"{field} must be one of {ctx.get('expected', 'the documented values')}"
     if kind == "greater_than_equal":
-        return f"{field} must be at least {ctx['ge']}"
+        return f"{field} must be at least {ctx.get('ge')}"
     if kind == "greater_than":
-        return f"{field} must be above {ctx['gt']}"
+        return f"{field} must be above {ctx.get('gt')}"
     if kind == "less_than_equal":
-        return f"{field} must be at most {ctx['le']}"
+        return f"{field} must be at most {ctx.get('le')}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"{field} must be a whole number"
     if kind in ("string_type", "string_too_short"):

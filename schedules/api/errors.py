@@ -20,7 +20,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
-from runs.limits import InvalidLimits
+from runs.limits import InvalidLimits, describe_error
 from runs.services import ConversationBusy
 from schedules import services
 from schedules.schemas import InvalidSchedule
@@ -103,31 +103,13 @@ STATE_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
 }
 
 
-def _describe_parameter(field: str, error: Mapping[str, Any]) -> str:
-    kind = error.get("type", "")
-    ctx = error.get("ctx") or {}
-    if kind == "missing":
-        return f"{field} is required"
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"{field} must be a whole number"
-    if kind == "literal_error":
-        return f"{field} must be one of {ctx.get('expected', 'the documented values')}"
-    if kind == "greater_than_equal":
-        return f"{field} must be at least {ctx.get('ge')}"
-    if kind == "less_than_equal":
-        return f"{field} must be at most {ctx.get('le')}"
-    if kind == "string_too_long":
-        return f"{field} must be at most {ctx.get('max_length')} characters"
-    return f"{field}: {error.get('msg', 'is invalid')}"
-
-
 def parameter_fields(errors: list[dict[str, Any]]) -> dict[str, str]:
     """ninja's query/path errors as {parameter: reason}; the location ("query") is dropped."""
     fields: dict[str, str] = {}
     for error in errors:
         loc = [str(part) for part in error.get("loc", ()) if not isinstance(part, int)]
         field = ".".join(loc[1:]) or (loc[0] if loc else "request")
-        fields.setdefault(field, _describe_parameter(field, error))
+        fields.setdefault(field, describe_error(field, error))
     return fields
 
 
