@@ -228,12 +228,13 @@ class BudgetState(BaseModel):
 def budget_state(limits: RunLimits, usage: dict[str, int | Decimal]) -> BudgetState:
     remaining = {d: limits.total(d) - usage[d] for d in DIMENSIONS}
     exhausted = next((d for d in ("steps", "model_calls", "cost") if remaining[d] <= 0), None)
-    synthesis = next(
-        (d for d in DIMENSIONS if limits.reserve(d) > 0 and remaining[d] <= limits.reserve(d)),
-        None,
-    )
-    if synthesis is None and remaining["tool_calls"] <= 0:
-        synthesis = "tool_calls"  # an exhausted tool budget owes one synthesis-only turn (ADR-0115)
+
+    def activates(d: Dimension) -> bool:
+        if d == "tool_calls" and remaining[d] <= 0:
+            return True  # an exhausted tool budget owes one synthesis-only turn (ADR-0115)
+        return limits.reserve(d) > 0 and remaining[d] <= limits.reserve(d)
+
+    synthesis = next((d for d in DIMENSIONS if activates(d)), None)
     return BudgetState(exhausted=exhausted, synthesis=synthesis)  # type: ignore[arg-type]
 
 

@@ -27,6 +27,7 @@ import httpx
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
+from django.utils.text import Truncator
 
 from accounting import ledger
 from runs import services as run_services
@@ -263,7 +264,7 @@ def _queue_runs(occurrences: list[Occurrence]) -> list[Run]:
         [
             Conversation(
                 owner_id=o.schedule.owner_id,
-                title=f"{o.revision.title} — {_local_date(o)}",
+                title=_conversation_title(o),
                 metadata={
                     "schedule_id": o.schedule_id,
                     "occurrence_id": o.pk,
@@ -312,8 +313,12 @@ def _set_column(model: type[models.Model], field_name: str, values: dict[int, An
         )
 
 
-def _local_date(occurrence: Occurrence) -> str:
-    return f"{occurrence.scheduled_for.astimezone(zoneinfo.ZoneInfo(occurrence.revision.timezone)):%-d %b %Y}"
+def _conversation_title(occurrence: Occurrence) -> str:
+    """ "Morning briefing — 3 Sep 2026": the schedule and the local date, within the column."""
+    local = occurrence.scheduled_for.astimezone(zoneinfo.ZoneInfo(occurrence.revision.timezone))
+    suffix = f" — {local:%-d %b %Y}"
+    limit = Conversation._meta.get_field("title").max_length or 200
+    return Truncator(occurrence.revision.title).chars(limit - len(suffix)) + suffix
 
 
 # -- the occurrence task ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ exactly one of these.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -32,6 +32,7 @@ CREATE_RESERVE_TOOL_CALLS = 0
 CREATE_RESERVE_COST = Decimal("1.00")
 
 PIN_PERMISSION = "schedules.pin_revision"
+MAX_RUN_AT_AHEAD = timedelta(days=5 * 366)
 
 
 class NotActive(Exception):
@@ -83,6 +84,8 @@ def _check_recurrence(kind: str, cron: str, tz: str, run_at: datetime | None, no
         assert run_at is not None
         if run_at <= now:
             raise InvalidSchedule({"run_at": "run_at must be in the future"})
+        if run_at > now + MAX_RUN_AT_AHEAD:
+            raise InvalidSchedule({"run_at": "run_at must be within the next 5 years"})
         return run_at
     try:
         recurrence.validate(cron, tz, now=now)

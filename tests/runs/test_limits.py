@@ -137,3 +137,9 @@ def test_tool_calls_inside_the_tool_reserve_never_fit():
     assert tool_calls_that_fit(reserved, 0) == 3
     assert tool_calls_that_fit(reserved, 3) == 0
     assert tool_calls_that_fit(limits(max_tool_calls=5), 4) == 1
+
+
+def test_an_exhausted_tool_budget_is_named_before_an_active_cost_reserve():
+    reserved = limits(synthesis_reserve_cost="1.00")
+    state = budget_state(reserved, {"steps": 2, "model_calls": 2, "tool_calls": 6, "cost": Decimal("4.50")})
+    assert state.synthesis == "tool_calls"

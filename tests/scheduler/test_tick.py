@@ -277,3 +277,13 @@ def test_a_refused_admission_is_a_counted_failure(owner, agent):
     schedule.refresh_from_db()
     assert schedule.consecutive_failures == 1
     assert not Reservation.objects.exists()
+
+
+def test_a_title_at_its_longest_still_fits_the_conversation(owner, agent):
+    schedule = briefing(owner, agent, title="B" * 200)
+    _, enqueued = tick(RIGA_0900_UTC + timedelta(seconds=20))
+    assert len(enqueued) == 1
+    title = Occurrence.objects.get().run.conversation.title
+    assert len(title) <= 200 and title.endswith(" — 2 Sep 2026")
+    schedule.refresh_from_db()
+    assert schedule.status == "active"

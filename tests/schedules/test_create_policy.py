@@ -157,3 +157,13 @@ def test_a_retired_agent_cannot_be_used(owner, agent):
     with pytest.raises(InvalidSchedule) as caught:
         make_schedule(owner, agent)
     assert "agent" in caught.value.fields
+
+
+def test_a_run_at_centuries_ahead_is_refused(owner, agent):
+    from schedules.schemas import parse_create
+    from schedules.services import create_schedule
+
+    data = {"title": "Far", "prompt": "p", "agent": agent.name, "run_at": "9999-12-31T23:59:59-12:00"}
+    with pytest.raises(InvalidSchedule) as caught:
+        create_schedule(owner, parse_create(data), via="test")
+    assert caught.value.fields == {"run_at": "run_at must be within the next 5 years"}
