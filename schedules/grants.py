@@ -59,7 +59,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_occurrence": FULL,
         "schedules_apitoken": FULL,
         "schedules_notificationsettings": FULL,
-        "schedules_notificationattempt": READ,
+        # The settings page's test button records its attempts; a deleted schedule takes its own.
+        "schedules_notificationattempt": ("SELECT", "INSERT", "DELETE"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": APPEND,
@@ -73,7 +74,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "runs_run": WRITE,
         "runs_transcriptentry": APPEND,
         "schedules_schedule": WRITE,
-        "schedules_schedulerevision": READ,
+        # The schedule.create and schedule.update chat tools run inside the worker.
+        "schedules_schedulerevision": APPEND,
         "schedules_pauseevent": APPEND,
         "schedules_occurrence": WRITE,
         "schedules_apitoken": READ,

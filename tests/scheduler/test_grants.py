@@ -1,0 +1,80 @@
+"""The least-privilege grants are enough for what each role really does (SPEC §7): the tests
+run the web's and the scheduler's writes under a role that has only the printed grants."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from schedules import execution, notifications, services
+from schedules.models import Schedule
+from schedules.schemas import parse_create, parse_update
+from tests.factories import make_agent, make_schedule
+
+pytestmark = pytest.mark.django_db
+
+
+@contextmanager
+def acting_as(kind: str) -> Iterator[None]:
+    """SET ROLE to a fresh role holding only `db_grants --for kind` (rolled back with the test)."""
+    role = f"least_{kind}_{uuid.uuid4().hex[:6]}"
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}"')
+    call_command("db_grants", "--role", role, "--for", kind, "--apply", verbosity=0)
+    with connection.cursor() as cursor:
+        cursor.execute(f'SET ROLE "{role}"')
+        try:
+            yield
+        finally:
+            cursor.execute("RESET ROLE")
+
+
+def test_the_scheduler_role_can_tick_run_and_use_the_schedule_tools(owner):
+    agent = make_agent("tool-user", model="sim-research", tools=["clock.now", "schedule.create"])
+    schedule = make_schedule(owner, agent, run_at=timezone.now() + timedelta(minutes=1))
+    with acting_as("scheduler"):
+        enqueued: list[int] = []
+        execution.materialize_due(enqueue=enqueued.extend, now=timezone.now() + timedelta(minutes=2))
+        run = execution.execute_occurrence(enqueued[0], sleep=lambda s: None)
+        assert run is not None and run.status == "completed"
+        # What the chat tools do, inside the worker.
+        created = services.create_schedule(
+            owner,
+            parse_create(
+                {
+                    "title": "From chat",
+                    "prompt": "p",
+                    "agent": agent.name,
+                    "cron": "0 9 * * *",
+                    "timezone": "UTC",
+                }
+            ),
+            via="chat",
+        )
+        services.update_schedule(created, parse_update({"title": "From chat, renamed"}), by=owner, via="chat")
+        execution.reap()
+    schedule.refresh_from_db()
+    assert schedule.status == "completed"
+
+
+def test_the_web_role_can_act_for_owners_and_delete_a_schedule(owner, mailoutbox):
+    owner.email = "olga@example.com"
+    owner.save()
+    schedule = make_schedule(owner, make_agent())
+    with acting_as("web"):
+        services.pause_schedule(schedule, by=owner)
+        services.resume_schedule(schedule, by=owner)
+        services.update_schedule(schedule, parse_update({"prompt": "Sharper."}), by=owner, via="dashboard")
+        notifications.update_notification_settings(
+            owner, email_enabled=True, webhook_enabled=False, webhook_url=""
+        )
+        assert [a.outcome for a in notifications.send_test_notification(owner)] == ["delivered"]
+        Schedule.objects.get(pk=schedule.pk).delete()
+    assert not Schedule.objects.filter(pk=schedule.pk).exists()
