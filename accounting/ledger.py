@@ -180,19 +180,19 @@ def reserve_many(
     those that fit, in order; the refusals are returned by run id.
 
     Exact under concurrency: the owners' budget rows are locked (in owner order, so two callers
-    cannot deadlock) while the open reservations are read, compared and extended. Spend is read
-    before the lock: admissions never change it, and the lock is held for as little as possible.
-    Must run inside the caller's transaction; if the reservations cannot be written, the
-    caller's runs never start.
+    cannot deadlock) for the whole read-compare-insert. Open reservations are read before spend:
+    a run releases its reservation only after its last usage committed, so a run ending meanwhile
+    is counted twice at worst, never missed. Must run inside the caller's transaction; if the
+    reservations cannot be written, the caller's runs never start.
     """
     now = now or timezone.now()
     owner_ids = sorted({request.owner_id for request in requests})
     _ensure_budgets(owner_ids)
-    spent = _spend(list(OwnerBudget.objects.filter(owner_id__in=owner_ids)), now)
     budgets = list(
         OwnerBudget.objects.select_for_update().filter(owner_id__in=owner_ids).order_by("owner_id")
     )
-    summaries = _combine(budgets, spent, _open_reservations(owner_ids))
+    reserved = _open_reservations(owner_ids)
+    summaries = _combine(budgets, _spend(budgets, now), reserved)
     refusals: dict[int, AdmissionRefused] = {}
     rows: list[Reservation] = []
     for request in requests:
