@@ -237,8 +237,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1
 # timeout must outlast the longest run, and retry must outlast timeout plus time in the queue,
 # or a live task is handed to a second worker (schedules.checks verifies both).
 Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1, maximum=64)
-_longest_run = RUN_MAX_SECONDS + PROVIDER_TIMEOUT_SECONDS * (PROVIDER_MAX_RETRIES + 1)
-Q_TIMEOUT_SECONDS = _longest_run + 60
+# The time limit is checked before each model request and each tool call, so a run can overrun
+# it by one request with its retries and backoff, or by one tool call.
+LONGEST_RUN_SECONDS = (
+    RUN_MAX_SECONDS
+    + PROVIDER_TIMEOUT_SECONDS * (PROVIDER_MAX_RETRIES + 1)
+    + int(PROVIDER_BACKOFF_CAP_SECONDS) * PROVIDER_MAX_RETRIES
+    + max(HTTP_FETCH_TIMEOUT_SECONDS, PROVIDER_TIMEOUT_SECONDS)
+)
+Q_TIMEOUT_SECONDS = LONGEST_RUN_SECONDS + 60
 Q_RETRY_SECONDS = Q_TIMEOUT_SECONDS + 300
 Q_CLUSTER = {
     "name": "schedules",

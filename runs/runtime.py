@@ -67,8 +67,11 @@ class _Stopped(Exception):
 @dataclass
 class _Loop:
     run: Run
-    client: httpx.Client
+    client: httpx.Client  # to the provider
+    tools_http: httpx.Client  # for tools such as http.fetch
     sleep: Callable[[float], None]
+    # A delegated child ends no later than its parent must; None: this run's own time limit.
+    outer_deadline: float | None = None
     limits: RunLimits = field(init=False)
     tools: list[Tool] = field(init=False)
     specs: tuple[ToolSpec, ...] = field(init=False)
@@ -82,11 +85,12 @@ class _Loop:
         self.history, self.seq = _history(self.run)
         self.unwritten: list[TranscriptEntry] = []
         self.adapter = adapter_for(self.run.agent, self.client)
-        self.deadline = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
+        own = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
+        self.deadline = min(own, self.outer_deadline) if self.outer_deadline else own
         self.schedule_id = self.run.conversation.schedule_id
         self.ancestors = _ancestor_ids(self.run)
         self.context = ToolContext(
-            run=self.run, agent=self.run.agent, http=self.client, delegate=self.delegate
+            run=self.run, agent=self.run.agent, http=self.tools_http, delegate=self.delegate
         )
 
     def drive(self) -> Outcome:
@@ -102,12 +106,14 @@ class _Loop:
                 self.note_synthesis(state.synthesis)
             response = self.request(synthesis=state.synthesis is not None)
             # The tool calls that will run are counted with the usage, before any runs: one write.
+            late = time.time() > self.deadline  # recorded all the same; no tool will run
             runnable = (
                 0
-                if state.synthesis or response.defect
+                if state.synthesis or response.defect or late
                 else self.tool_calls_that_fit(len(response.tool_calls))
             )
             step = self.record_response(response, tool_calls=runnable)
+            self.check_time()
             if response.defect:
                 raise ProviderPermanentError(
                     f"The provider's response was unusable: {response.defect}.",
@@ -133,6 +139,9 @@ class _Loop:
         )
         if self.run.status != Run.Status.RUNNING or self.run.attempt != attempt:
             raise _Stopped
+        self.check_time()
+
+    def check_time(self) -> None:
         if time.time() > self.deadline:
             raise RunTimeout(f"The run exceeded its time limit of {settings.RUN_MAX_SECONDS} s.")
 
@@ -213,6 +222,7 @@ class _Loop:
         next step's usage (or the run's end): a commit per step, not per tool call."""
         for index, call in enumerate(calls):
             if index < runnable:
+                self.check_time()  # tools can be slow (a fetch, a delegated child)
                 result, is_error = invoke(call, self.tools, self.context)
             else:
                 result, is_error = TOOL_BUDGET_EXHAUSTED, True
@@ -291,9 +301,20 @@ class _Loop:
             attempt=self.run.attempt,
         )
         if agent.pk == self.run.agent.pk:
-            return execute_run(child, client=self.client, sleep=self.sleep, heartbeat=False)
+            return self.run_child(child, self.client)
         with client_for(agent) as client:
-            return execute_run(child, client=client, sleep=self.sleep, heartbeat=False)
+            return self.run_child(child, client)
+
+    def run_child(self, child: Run, client: httpx.Client) -> Run:
+        """The child in this process and attempt, ending no later than this run must."""
+        return execute_run(
+            child,
+            client=client,
+            sleep=self.sleep,
+            heartbeat=False,
+            deadline=self.deadline,
+            tools_http=self.tools_http,
+        )
 
 
 def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:
@@ -331,20 +352,30 @@ def execute_run(
     client: httpx.Client | None = None,
     sleep: Callable[[float], None] = time.sleep,
     heartbeat: bool = True,
+    deadline: float | None = None,
+    tools_http: httpx.Client | None = None,
 ) -> Run:
     """Drive a claimed (running) run to its terminal state and return it refreshed.
 
     Never raises for a run's own failures: they become its recorded failure. Our own bugs are
     recorded as `internal_error`. Idempotent on a run that is no longer this attempt's.
+    A given `client` also serves the tools (tests hand one transport for everything); otherwise
+    the provider and the tools get clients of their own.
     """
     attempt = run.attempt
-    own_client = client is None
-    active_client = client or client_for(run.agent)
+    own_clients: list[httpx.Client] = []
+    if client is None:
+        client = client_for(run.agent)
+        own_clients.append(client)
+        if tools_http is None:
+            tools_http = httpx.Client(timeout=settings.HTTP_FETCH_TIMEOUT_SECONDS, follow_redirects=False)
+            own_clients.append(tools_http)
+    active_client = client
     outcome: Outcome | None
     loop: _Loop | None = None
     try:
         with services.keep_alive(attempt if heartbeat else None):
-            loop = _Loop(run, active_client, sleep)
+            loop = _Loop(run, active_client, tools_http or active_client, sleep, deadline)
             outcome = loop.drive()
     except _Stopped:
         outcome = None
@@ -357,8 +388,8 @@ def execute_run(
             failure=InternalError(f"Internal error ({type(exc).__name__}); see the logs."),
         )
     finally:
-        if own_client:
-            active_client.close()
+        for own in own_clients:
+            own.close()
     with transaction.atomic():  # the last tool results and the run's end, together
         if loop is not None:
             loop.write_transcript()

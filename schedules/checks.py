@@ -16,9 +16,7 @@ def check_task_queue(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """django-q2 must deliver each occurrence task at most once and never cut a run short."""
     conf = getattr(settings, "Q_CLUSTER", {})
     errors: list[CheckMessage] = []
-    longest_run = settings.RUN_MAX_SECONDS + settings.PROVIDER_TIMEOUT_SECONDS * (
-        settings.PROVIDER_MAX_RETRIES + 1
-    )
+    longest_run = settings.LONGEST_RUN_SECONDS
     timeout = conf.get("timeout") or 0
     retry = conf.get("retry") or 0
     if conf.get("catch_up", True):

@@ -312,3 +312,42 @@ def test_steps_and_tool_calls_are_stored_with_the_run_and_deleted_with_its_conve
 
     assert not TranscriptEntry.objects.filter(run_id=run.pk).exists()
     assert LedgerEntry.objects.filter(run_id=run.pk).count() == 2
+
+
+def test_a_run_handed_a_deadline_that_has_passed_stops_before_its_first_request(owner):
+    """A delegated child gets its parent's deadline, not a fresh time limit of its own."""
+    import time as clock
+
+    from runs.runtime import execute_run
+    from runs.services import claim_run, start_interactive_run
+
+    run = start_interactive_run(owner.pk, make_agent(model="sim-research"), "Research.")
+    claim_run(run)
+    finished = execute_run(run, heartbeat=False, deadline=clock.time() - 1)
+    assert (finished.failure_reason, finished.error_class) == ("timeout", "RunTimeout")
+    assert finished.model_calls == 0
+
+
+def test_the_time_limit_is_checked_before_each_tool_call(owner, settings):
+    import time_machine
+
+    from runs.providers import simulated
+    from runs.runtime import execute_run
+    from runs.services import claim_run, start_interactive_run
+
+    settings.RUN_MAX_SECONDS = 60
+    run = start_interactive_run(owner.pk, make_agent(model="sim-research"), "Research.")
+    claim_run(run)
+    with time_machine.travel(run.started_at, tick=True) as traveller:
+
+        def slow_provider(request: httpx.Request) -> httpx.Response:
+            traveller.shift(61)  # the answer arrives after the time limit
+            return simulated.transport().handle_request(request)
+
+        finished = execute_run(
+            run, client=httpx.Client(transport=httpx.MockTransport(slow_provider)), heartbeat=False
+        )
+    assert (finished.failure_reason, finished.model_calls, finished.tool_calls) == ("timeout", 1, 0)
+    assert not TranscriptEntry.objects.filter(
+        run=run, role="tool", is_error=False
+    ).exists()  # the tool never ran
