@@ -6,7 +6,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -137,7 +137,9 @@ def claim_run(run: Run) -> uuid.UUID | None:
     return attempt
 
 
-def finish_run(run: Run, outcome: Outcome, *, attempt: uuid.UUID | None = None) -> bool:
+def finish_run(
+    run: Run, outcome: Outcome, *, attempt: uuid.UUID | None = None, silent_since: datetime | None = None
+) -> bool:
     """Write a run's terminal state, release its reservation and tell receivers, in one
     transaction. Compare-and-swap: True only for the call that finished it; a stale attempt
     (reaped, or cancelled meanwhile) changes nothing."""
@@ -161,6 +163,8 @@ def finish_run(run: Run, outcome: Outcome, *, attempt: uuid.UUID | None = None) 
         in_flight = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
         if attempt is not None:
             in_flight = in_flight.filter(attempt=attempt)
+        if silent_since is not None:  # the reaper: only if it is still silent, or never started
+            in_flight = in_flight.filter(Q(status=Run.Status.QUEUED) | Q(heartbeat_at__lt=silent_since))
         if in_flight.update(**fields) != 1:
             return False
         ledger.release(run.pk, now=now)
@@ -215,8 +219,8 @@ def keep_alive(attempt: uuid.UUID | None) -> Iterator[None]:
 
 
 def lost_runs(now: datetime) -> list[Run]:
-    """Running without a heartbeat for the lease, or queued so long that its task was lost
-    (django-q2 would have redelivered a task its worker took and dropped by then)."""
+    """Running without a heartbeat for the lease, or queued for longer than django-q2 takes to
+    redeliver a task a worker took and dropped (the caller checks those are not still waiting)."""
     lease = timedelta(seconds=settings.RUN_LEASE_SECONDS)
     never_started = timedelta(seconds=settings.Q_RETRY_SECONDS) + lease
     return list(
@@ -227,19 +231,31 @@ def lost_runs(now: datetime) -> list[Run]:
     )
 
 
-def fail_lost_runs(*, now: datetime | None = None) -> list[int]:
-    """Fail runs whose worker stopped heartbeating (SPEC §5). Idempotent; returns the run ids it
-    failed. The failure counts like any other and the reservation is released."""
+def fail_lost_runs(
+    *, now: datetime | None = None, still_waiting: Callable[[list[Run]], set[int]] | None = None
+) -> list[int]:
+    """Fail runs whose worker stopped heartbeating (SPEC §5), and queued runs whose task is gone
+    (`still_waiting` names, among the long-queued runs, those whose task is still in the queue
+    behind a backlog; they are left alone). Idempotent; returns the run ids it failed. The
+    failure counts like any other and the reservation is released."""
     now = now or timezone.now()
+    silent_since = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    candidates = lost_runs(now)
+    queued = [run for run in candidates if run.status == Run.Status.QUEUED]
+    waiting = still_waiting(queued) if queued and still_waiting is not None else set()
     failed: list[int] = []
-    for run in lost_runs(now):
+    for run in candidates:
+        if run.pk in waiting:
+            continue
         if run.status == Run.Status.QUEUED:
             waited = int((now - run.created_at).total_seconds())
             failure = WorkerLost(f"No worker started the run: its task was lost ({waited} s in the queue).")
         else:
             silent = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
             failure = WorkerLost(f"The worker stopped sending heartbeats ({silent} s without one).")
-        if finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure), attempt=run.attempt):
+        outcome = Outcome(status=Run.Status.FAILED, failure=failure)
+        # Compare-and-swap on the silence too: a run that heartbeats again now is not lost.
+        if finish_run(run, outcome, attempt=run.attempt, silent_since=silent_since):
             failed.append(run.pk)
     return failed
 

@@ -348,7 +348,18 @@ def execute_occurrence(
     return execute_run(occurrence.run, client=client, sleep=sleep)
 
 
-def reap(*, now: datetime | None = None) -> list[int]:
+def reap(
+    *, now: datetime | None = None, waiting_occurrences: Callable[[], set[int]] | None = None
+) -> list[int]:
     """Fail runs whose worker died, or whose task was lost before any worker took it, with
-    `worker_lost`; each counts like any failure and releases its reservation. Idempotent."""
-    return run_services.fail_lost_runs(now=now)
+    `worker_lost`; each counts like any failure and releases its reservation. Idempotent.
+    `waiting_occurrences` lists the occurrences whose tasks are still in the queue."""
+
+    def still_waiting(queued: list[Run]) -> set[int]:
+        if waiting_occurrences is None:
+            return set()
+        waiting = waiting_occurrences()
+        runs = Occurrence.objects.filter(pk__in=waiting, run__in=queued).values_list("run_id", flat=True)
+        return {run_id for run_id in runs if run_id is not None}
+
+    return run_services.fail_lost_runs(now=now, still_waiting=still_waiting)

@@ -112,9 +112,24 @@ def run_occurrence(occurrence_id: int) -> str:
     return f"occurrence {occurrence_id}: " + (f"run {run.pk} {run.status}" if run else "already claimed")
 
 
+def _queued_occurrences() -> set[int]:
+    """The occurrences whose tasks are still in the ORM queue (read only when some run has
+    waited suspiciously long)."""
+    waiting: set[int] = set()
+    for row in OrmQ.objects.all().only("payload"):
+        try:
+            task = row.task
+        except Exception:  # a package signed with another key, or corrupt: not one of ours
+            logger.warning("unreadable task package %s in the queue", row.pk)
+            continue
+        if task.get("func") == OCCURRENCE_TASK and task.get("args"):
+            waiting.add(int(task["args"][0]))
+    return waiting
+
+
 def reap() -> str:
     """Fail runs whose worker stopped heartbeating or whose task was lost."""
-    lost = execution.reap()
+    lost = execution.reap(waiting_occurrences=_queued_occurrences)
     if lost:
         logger.warning("reaper: %d run(s) failed worker_lost", len(lost))
     return f"{len(lost)} lost"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from accounting import ledger
@@ -25,7 +27,7 @@ def test_deleting_a_conversation_keeps_spend_events_and_the_occurrence_outcome(o
         model="sim-research",
         input_tokens=1000,
         output_tokens=100,
-        cost=__import__("decimal").Decimal("0.60"),
+        cost=Decimal("0.60"),
     )
     run = fail(occurrence)
     spent_before = ledger.summarize(owner.pk).spent_month

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounting.models import LedgerEntry
@@ -138,3 +139,48 @@ def test_a_late_finisher_of_a_reaped_attempt_cannot_overwrite_it_but_its_spend_i
     assert LedgerEntry.objects.filter(run_id=run.pk).count() >= 1  # the provider call was paid for
     schedule.refresh_from_db()
     assert schedule.consecutive_failures == 1
+
+
+def test_the_reaper_leaves_a_run_that_heartbeats_again_before_it_is_failed(owner):
+    from runs.failures import Outcome, WorkerLost
+    from runs.services import finish_run
+
+    schedule = make_schedule(owner, make_agent(model="sim-research"))
+    enqueued: list[int] = []
+    execution.materialize_due(enqueue=enqueued.extend, now=schedule.next_occurrence_at + timedelta(seconds=1))
+    run = Occurrence.objects.get().run
+    Run.objects.filter(pk=run.pk).update(status="running", attempt=uuid.uuid4(), heartbeat_at=timezone.now())
+    run.refresh_from_db()
+    lost = Outcome(status="failed", failure=WorkerLost("no heartbeat"))
+    # Selected as lost a moment ago; it has heartbeated since.
+    assert (
+        finish_run(run, lost, attempt=run.attempt, silent_since=timezone.now() - timedelta(minutes=1))
+        is False
+    )
+    run.refresh_from_db()
+    assert run.status == "running"
+
+
+def test_a_long_queued_run_is_failed_only_once_its_task_is_gone(owner, settings):
+    from django_q.models import OrmQ
+
+    from schedules import tasks
+
+    schedule = make_schedule(owner, make_agent(model="sim-research"))
+    with transaction.atomic():
+        execution.materialize_due(
+            enqueue=tasks.enqueue_occurrences, now=schedule.next_occurrence_at + timedelta(seconds=1)
+        )
+    run = Occurrence.objects.get().run
+    much_later = timezone.now() + timedelta(
+        seconds=settings.Q_RETRY_SECONDS + settings.RUN_LEASE_SECONDS + 60
+    )
+
+    assert (
+        execution.reap(now=much_later, waiting_occurrences=tasks._queued_occurrences) == []
+    )  # still waiting
+    OrmQ.objects.all().delete()  # the task was lost
+    assert execution.reap(now=much_later, waiting_occurrences=tasks._queued_occurrences) == [run.pk]
+    run.refresh_from_db()
+    assert (run.status, run.failure_reason) == ("failed", "worker_lost")
+    assert "its task was lost" in run.failure_message

@@ -3,6 +3,7 @@ of 2 steps, 2 model calls and USD 1, each kept only when strictly below its tota
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import timedelta
 from decimal import Decimal
 
@@ -106,7 +107,7 @@ def test_a_one_time_schedule_uses_the_owners_time_zone_and_first_slot(owner, age
 
 def test_a_recurring_schedule_starts_at_its_next_local_slot(owner, agent):
     schedule = make_schedule(owner, agent, cron="daily at 09:00", tz="Europe/Riga")
-    local = schedule.next_occurrence_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Riga"))
+    local = schedule.next_occurrence_at.astimezone(zoneinfo.ZoneInfo("Europe/Riga"))
     assert (local.hour, local.minute) == (9, 0)
     assert schedule.revision.cron == "0 9 * * *"
 

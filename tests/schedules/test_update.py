@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import timedelta
 
 import pytest
@@ -32,7 +33,7 @@ def test_update_writes_a_new_revision_that_copies_limits_and_failure_limit(owner
     assert revision.max_consecutive_failures == first.max_consecutive_failures
     assert revision.agent_id == first.agent_id
     assert revision.created_by == owner
-    local = updated.next_occurrence_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Riga"))
+    local = updated.next_occurrence_at.astimezone(zoneinfo.ZoneInfo("Europe/Riga"))
     assert local.hour == 18
 
 

@@ -3,6 +3,7 @@ classification with its message, the transcript, and polling that stops when the
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -44,7 +45,7 @@ def test_a_failed_run_shows_its_classification_diagnostics_and_message(owner, ow
     assert "ProviderTransientError" in text
     assert "Transient: retried within the run, then given up" in text
     assert "HTTP status 529" in text and "Provider code overloaded_error" in text
-    assert "Overloaded: the prompt said 'secret plans'" in __import__("html").unescape(text)
+    assert "Overloaded: the prompt said 'secret plans'" in html.unescape(text)
 
 
 def test_a_budget_exhausted_run_marks_the_dimension_used_up(owner, owner_client, agent):

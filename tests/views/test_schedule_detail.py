@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zoneinfo
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_a_failure_limit_pause_is_explained_in_one_plain_sentence(owner_client, 
     response = owner_client.get(f"/schedules/{paused_after_two_failures.pk}/")
     assert response.status_code == 200
     pause = paused_after_two_failures.pause
-    local = pause.created_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Riga"))
+    local = pause.created_at.astimezone(zoneinfo.ZoneInfo("Europe/Riga"))
     day = f"{local.day} {local:%b}"
     expected = (
         f"Paused on {day} at {local:%H:%M} {local.tzname()} after 2 consecutive failed runs: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zoneinfo
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_tabs_count_each_status_and_paused_rows_come_first(
 
 def test_the_next_run_is_in_the_owners_zone_with_the_zone_named(owner, owner_client, agent):
     schedule = make_schedule(owner, agent, title="Riga briefing")
-    local = schedule.next_occurrence_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Riga"))
+    local = schedule.next_occurrence_at.astimezone(zoneinfo.ZoneInfo("Europe/Riga"))
     text = _text(owner_client.get("/").text)
     assert f"{local:%H:%M} {local.tzname()}" in text
     assert "Times are shown in Europe/Riga." in text
