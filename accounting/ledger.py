@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from accounting.models import AccountingEvent, LedgerEntry, OwnerBudget, Reservation
+from accounting.models import AccountingEvent, LedgerEntry, OwnerBudget, Reservation, owner_zone
 
 ZERO = Decimal("0")
 
@@ -117,7 +117,7 @@ def _spend(budgets: list[OwnerBudget], now: datetime) -> dict[int, dict[str, Any
         by_zone[budget.timezone].append(budget.owner_id)
     spent: dict[int, dict[str, Any]] = {}
     for zone_name, owner_ids in by_zone.items():
-        zone = zoneinfo.ZoneInfo(zone_name)
+        zone = owner_zone(zone_name)
         today = now.astimezone(zone).date()
         month_start, month_end = month_bounds(today, zone)
         day_start, day_end = day_bounds(today, zone)

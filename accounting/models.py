@@ -7,10 +7,12 @@ recorded spend or the record of what happened (SPEC §5, ADR-0109 decision 3).
 
 from __future__ import annotations
 
+import zoneinfo
 from decimal import Decimal
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -53,6 +55,22 @@ class AppendOnlyModel(models.Model):
         raise AppendOnlyError(f"{type(self).__name__} rows are append-only and are never deleted.")
 
 
+def owner_zone(name: str) -> zoneinfo.ZoneInfo:
+    """An owner's time zone; UTC when the stored name is not one (old data) instead of failing
+    every page and admission for that owner."""
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo("UTC")
+
+
+def validate_timezone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(f"{value!r} is not an IANA time zone (for example Europe/Riga).") from None
+
+
 class OwnerBudget(models.Model):
     """One row per owner: the time zone budget days are counted in, and ceiling overrides.
 
@@ -61,7 +79,9 @@ class OwnerBudget(models.Model):
     """
 
     owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget")
-    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone of the owner.")
+    timezone = models.CharField(
+        max_length=64, default="UTC", validators=[validate_timezone], help_text="IANA time zone of the owner."
+    )
     daily_ceiling = MoneyField(null=True, blank=True, help_text="USD; blank = setting.")
     monthly_ceiling = MoneyField(null=True, blank=True, help_text="USD; blank = setting.")
     schedule_cost_ceiling = MoneyField(

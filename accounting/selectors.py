@@ -5,7 +5,6 @@ Each function is a fixed number of queries, whatever the number of ledger entrie
 
 from __future__ import annotations
 
-import zoneinfo
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from accounting.ledger import ZERO, day_bounds, month_bounds
-from accounting.models import LedgerEntry, Reservation
+from accounting.models import LedgerEntry, Reservation, owner_zone
 
 INTERACTIVE = -1  # chart bucket of spend outside any schedule
 OTHER = 0  # chart bucket of the schedules outside the top few
@@ -30,7 +29,7 @@ def cost_this_month(
     ids = list(schedule_ids)
     if not ids:
         return {}
-    zone = zoneinfo.ZoneInfo(tz)
+    zone = owner_zone(tz)
     start, end = month_bounds((now or timezone.now()).astimezone(zone).date(), zone)
     rows = (
         LedgerEntry.objects.filter(
@@ -130,7 +129,7 @@ def daily_spend(
 ) -> SpendChart:
     """Spend per day (owner's zone) for the last `days` days, stacked by the `top` schedules
     that spent most, the other schedules, and interactive runs (two queries)."""
-    zone = zoneinfo.ZoneInfo(tz)
+    zone = owner_zone(tz)
     today = (now or timezone.now()).astimezone(zone).date()
     first = today - timedelta(days=days - 1)
     start, end = day_bounds(first, zone)[0], day_bounds(today, zone)[1]

@@ -3,10 +3,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.forms import ModelForm
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
 
 from accounting.admin import BoundedCountPaginator, ChoicesFilter, ProviderFilter, ReadOnlyAdmin
 from runs import failures, services
@@ -84,6 +86,9 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False  # revisions and runs refer to agents: retire one with is_active instead
 
 
+BUSY = "“{title}” has a run in flight and was kept; cancel the run first."
+
+
 class TranscriptInline(admin.TabularInline):  # type: ignore[type-arg]
     model = TranscriptEntry
     fields = ("seq", "step", "role", "tool_name", "is_error", "content")
@@ -159,9 +164,27 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # Runs and transcripts go with their conversation through the service, which is the
+        # permission that matters here; runs themselves stay read-only in the admin.
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        conversation = self.get_object(request, object_id)
+        if request.method == "POST" and conversation is not None and conversation.runs.in_flight().exists():
+            self.message_user(request, BUSY.format(title=conversation.title), messages.WARNING)
+            return redirect(reverse("admin:runs_conversation_change", args=[conversation.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
-        services.delete_conversation(obj)
+        self.delete_queryset(request, [obj])
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for conversation in queryset:
-            services.delete_conversation(conversation)
+            try:
+                services.delete_conversation(conversation)
+            except services.ConversationBusy:
+                self.message_user(request, BUSY.format(title=conversation.title), messages.WARNING)

@@ -158,9 +158,12 @@ class ConversationPage:
         return self.number > 1
 
 
+MAX_PAGE = 100_000  # past any real history; keeps the offset within what the database takes
+
+
 def _page_number(page: str | int | None) -> int:
     try:
-        return max(1, int(page or 1))
+        return min(MAX_PAGE, max(1, int(page or 1)))
     except (TypeError, ValueError):
         return 1
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from accounting.models import AccountingEvent
+from accounting.models import AccountingEvent, owner_zone
 from runs.models import Run
 from schedules.models import PauseEvent, Schedule
 from schedules.templatetags.dashboard import local_text
@@ -18,7 +18,7 @@ FAILURES_NAMED = 5  # a longer streak is summarized as "and N earlier"
 
 
 def _zone(tz: str) -> zoneinfo.ZoneInfo:
-    return zoneinfo.ZoneInfo(tz)
+    return owner_zone(tz)
 
 
 # -- failure classification in words ------------------------------------------------------------

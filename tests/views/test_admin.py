@@ -216,3 +216,38 @@ def test_the_admin_wears_the_products_header_and_colours(admin_client):
     assert "Agent schedules · admin" in page
     assert '<link rel="stylesheet" href="/static/schedules/css/admin.css">' in page
     assert 'href="/"' in page  # back to the dashboard
+
+
+def test_an_owner_time_zone_that_is_not_one_is_refused_in_the_admin(admin_client, owner):
+    from accounting.models import OwnerBudget
+
+    budget = OwnerBudget.objects.get(owner=owner)
+    response = admin_client.post(
+        f"/admin/accounting/ownerbudget/{budget.pk}/change/", {"owner": owner.pk, "timezone": "Mars/Olympus"}
+    )
+    assert response.status_code == 200
+    assert "is not an IANA time zone" in html.unescape(response.text)
+    budget.refresh_from_db()
+    assert budget.timezone == "Europe/Riga"
+
+
+def test_deleting_a_conversation_with_a_run_in_flight_in_the_admin_keeps_it_and_says_why(
+    admin_client, schedule
+):
+    from runs.models import Conversation
+
+    occurrence = materialize(schedule)  # its run is running
+    conversation = Conversation.objects.get(runs__pk=occurrence.run_id)
+    response = admin_client.post(
+        f"/admin/runs/conversation/{conversation.pk}/delete/", {"post": "yes"}, follow=True
+    )
+    assert "has a run in flight and was kept" in html.unescape(response.text)
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+
+
+def test_a_stored_time_zone_that_is_not_one_falls_back_to_utc_instead_of_failing_pages(owner, owner_client):
+    from accounting.models import OwnerBudget
+
+    OwnerBudget.objects.filter(owner=owner).update(timezone="Mars/Olympus")  # as old data might hold
+    assert owner_client.get("/").status_code == 200
+    assert owner_client.get("/budget/").status_code == 200

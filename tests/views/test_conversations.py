@@ -113,3 +113,8 @@ def test_the_list_costs_a_fixed_number_of_queries(owner, owner_client, agent, dj
 
 def test_no_conversations_says_where_they_come_from(owner_client):
     assert "Conversations appear here when a schedule runs" in owner_client.get("/conversations/").text
+
+
+def test_a_page_number_beyond_any_history_is_an_empty_page_not_an_error(owner_client):
+    response = owner_client.get("/conversations/?page=99999999999999999999")
+    assert response.status_code == 200
