@@ -382,7 +382,10 @@ def _pin_diff(current: ScheduleRevision, form: PinRevisionForm) -> list[Change]:
 
 
 @admin.register(NotificationSettings)
-class NotificationSettingsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class NotificationSettingsAdmin(ReadOnlyAdmin):
+    """Owners set their channels (the URL rules and the signing secret live on their settings
+    page); here they are visible."""
+
     list_display = ("owner", "email_enabled", "webhook_enabled", "webhook_url", "webhook_disabled_at")
     list_select_related = ("owner",)
     # The signing secret is the owner's: never shown here, rotated from the owner's settings page.
@@ -395,10 +398,6 @@ class NotificationSettingsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "webhook_disabled_at",
         "webhook_disabled_reason",
     )
-    readonly_fields = ("owner", "webhook_failures", "webhook_disabled_at", "webhook_disabled_reason")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
 
 @admin.register(NotificationAttempt)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import random
 import secrets
+import socket
 import time
 import uuid
 import zoneinfo
@@ -89,7 +91,22 @@ def check_webhook_url(url: str) -> str:
         raise InvalidNotificationSettings(
             {"webhook_url": "webhook_url must not carry a user name or password"}
         )
+    if settings.PRODUCTION and (problem := private_address(parts.hostname)):
+        raise InvalidNotificationSettings({"webhook_url": f"webhook_url {problem}"})
     return url
+
+
+def private_address(hostname: str) -> str:
+    """Why a webhook may not go to this host (it resolves to a private, loopback, link-local or
+    other non-public address: a notice must not become a probe of the internal network), or ""."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(hostname, None)}
+    except (socket.gaierror, UnicodeError):
+        return "has a host name that does not resolve"
+    for address in addresses:
+        if not ipaddress.ip_address(str(address).split("%")[0]).is_global:
+            return "points to a private or reserved network address"
+    return ""
 
 
 def update_notification_settings(
@@ -324,6 +341,11 @@ def _send_webhook(
         "X-Schedules-Delivery": str(uuid.uuid4()),
         SIGNATURE_HEADER: sign(channels.webhook_secret, body),
     }
+    host = urlsplit(channels.webhook_url).hostname or ""
+    if settings.PRODUCTION and (problem := private_address(host)):  # checked again: DNS can change
+        record(channel, NotificationAttempt.Outcome.FAILED, detail=f"permanent: the webhook URL {problem}")
+        _count_permanent_failure(channels, None)
+        return
     for attempt in range(1, attempts + 1):
         try:
             response = http.post(
