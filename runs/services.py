@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounting import ledger
-from runs.failures import Outcome, WorkerLost
+from runs.failures import AdmissionDenied, Outcome, WorkerLost
 from runs.limits import RunLimits, with_reserves
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.signals import run_finished
@@ -115,13 +115,19 @@ def start_interactive_run(
     conversation: Conversation | None = None,
     limits: RunLimits | None = None,
 ) -> Run:
-    """A queued interactive run, in a new conversation unless one is given."""
+    """A queued interactive run, in a new conversation unless one is given, admitted against the
+    owner's ceilings like any run: a refusal leaves it failed `admission_denied`."""
+    limits = limits or interactive_limits(agent)
     with transaction.atomic():
         if conversation is None:
             conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
-        return create_run(
-            owner_id, agent, prompt, conversation=conversation, limits=limits or interactive_limits(agent)
-        )
+        run = create_run(owner_id, agent, prompt, conversation=conversation, limits=limits)
+        request = ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)
+        refusal = ledger.reserve_many([request]).get(run.pk)
+    if refusal is not None:
+        failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)
+        finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure))
+    return run
 
 
 def claim_run(run: Run) -> uuid.UUID | None:

@@ -351,3 +351,22 @@ def test_the_time_limit_is_checked_before_each_tool_call(owner, settings):
     assert not TranscriptEntry.objects.filter(
         run=run, role="tool", is_error=False
     ).exists()  # the tool never ran
+
+
+def test_an_interactive_run_is_admitted_like_any_run(owner):
+    from accounting import ledger
+    from accounting.models import Reservation
+    from runs.services import start_interactive_run
+
+    agent = make_agent(model="sim-research")
+    admitted = start_interactive_run(owner.pk, agent, "Research.")
+    assert Reservation.objects.get(run_id=admitted.pk).amount == Decimal("5.00")
+    budget = ledger.budget_for(owner.pk)
+    budget.daily_ceiling = Decimal("7.00")
+    budget.save()
+    refused = start_interactive_run(owner.pk, agent, "And more.")
+    assert (refused.status, refused.failure_reason, refused.failure_dimension) == (
+        "failed",
+        "admission_denied",
+        "daily",
+    )
