@@ -7,9 +7,9 @@ from django.views.decorators.http import require_GET
 
 from accounting import selectors
 from accounting.models import Reservation
+from config.http import HtmxRequest
 from schedules.models import Schedule
 from schedules.selectors import owner_timezone
-from schedules.views import HtmxRequest
 
 
 @require_GET

@@ -12,11 +12,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling
 
+from config.http import HtmxRequest
 from runs import services
 from runs.models import Conversation, Run
 from runs.providers import simulated
 from schedules import selectors
-from schedules.views import HtmxRequest
 
 logger = logging.getLogger(__name__)
 

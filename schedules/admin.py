@@ -11,10 +11,6 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-# django-q2's own admin can edit a task's function and arguments and resubmit tasks outside our
-# admission path; its models are shown read-only instead.
-from django_q import models as q_models
-
 from accounting.admin import PROVIDERS, BigTableAdmin, ChoicesFilter, ReadOnlyAdmin
 from runs.admin import ERROR_CLASSES
 from runs.models import Run
@@ -31,20 +27,11 @@ from schedules.models import (
     revision_snapshot,
 )
 from schedules.selectors import Change, Failure, diff
+from schedules.tasks import show_task_queue_read_only
 
-for _model in (q_models.Schedule, q_models.Success, q_models.Failure, q_models.OrmQ):
-    if admin.site.is_registered(_model):
-        admin.site.unregister(_model)
-
-
-@admin.register(q_models.Schedule)
-class QueueScheduleAdmin(ReadOnlyAdmin):
-    list_display = ("name", "func", "schedule_type", "minutes", "next_run", "repeats")
-
-
-@admin.register(q_models.Failure)
-class QueueFailureAdmin(ReadOnlyAdmin):
-    list_display = ("name", "func", "started", "stopped")
+# django-q2's own admin can edit a task's function and arguments and resubmit tasks outside our
+# admission path; its models are shown read-only instead (django_q stays behind schedules.tasks).
+show_task_queue_read_only(admin.site, ReadOnlyAdmin)
 
 
 class RevisionInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -68,7 +55,8 @@ class RevisionInline(admin.TabularInline):  # type: ignore[type-arg]
         return False
 
 
-@admin.action(description="Pause selected schedules", permissions=["change"])
+# SPEC §6: an admin, who may pause and resume anyone's schedule, is staff with the pin permission.
+@admin.action(description="Pause selected schedules", permissions=["pin"])
 def pause(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
     done = 0
     for schedule in queryset:
@@ -82,7 +70,7 @@ def pause(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Sc
     )
 
 
-@admin.action(description="Resume selected schedules (failure counts are kept)", permissions=["change"])
+@admin.action(description="Resume selected schedules (failure counts are kept)", permissions=["pin"])
 def resume(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
     done = 0
     for schedule in queryset:
@@ -163,6 +151,9 @@ class ScheduleAdmin(BigTableAdmin):
         "created_at",
     )
 
+    def has_pin_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(services.PIN_PERMISSION)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # schedules are created through the schedule.create policy (dashboard, chat, API)
 
@@ -231,7 +222,12 @@ class ScheduleAdmin(BigTableAdmin):
                 via="admin",
                 expected_number=current.number,
             )
-        except (services.RevisionChanged, services.ScheduleCompleted):
+        except services.ScheduleCompleted:
+            self.message_user(
+                request, "The schedule completed meanwhile; nothing was pinned.", messages.WARNING
+            )
+            return redirect(reverse("admin:schedules_schedule_change", args=[schedule.pk]))
+        except services.RevisionChanged:
             # Someone pinned, edited or completed it between the review and the click: review again.
             schedule.refresh_from_db()
             form = _rebased(form, schedule.revision)

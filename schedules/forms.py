@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 
-from runs.limits import LIMIT_FIELDS, RunLimits
+from runs.limits import LIMIT_FIELDS
 from schedules.models import Schedule, ScheduleRevision
 from schedules.schemas import (
     NOT_UPDATABLE,
@@ -217,9 +217,6 @@ class PinRevisionForm(PydanticForm):
         except InvalidSchedule as exc:
             self.add_field_errors(exc.fields)
         return cleaned
-
-    def proposed_limits(self) -> RunLimits:
-        return self.parsed.limits
 
 
 def _number(value: str) -> int | str:

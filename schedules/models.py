@@ -237,10 +237,6 @@ class PauseEvent(AppendOnlyModel):
     def __str__(self) -> str:
         return f"{self.action} {self.reason} schedule {self.schedule_id}"
 
-    @property
-    def by_system(self) -> bool:
-        return self.actor_id is None
-
 
 class ApiToken(models.Model):
     """A bearer token for the JSON API. Only the SHA-256 of the secret is stored; the secret is
@@ -268,10 +264,6 @@ class ApiToken(models.Model):
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
 
 
 def revision_snapshot(revision: ScheduleRevision) -> dict[str, Any]:

@@ -173,11 +173,18 @@ def _next_revision(
 
 
 def _locked(schedule: Schedule) -> Schedule:
-    return (
-        Schedule.objects.select_for_update(of=("self",))
-        .select_related("current_revision")
-        .get(pk=schedule.pk)
-    )
+    locked = _locked_if(schedule, status=None)
+    assert locked is not None
+    return locked
+
+
+def _locked_if(schedule: Schedule, *, status: str | None) -> Schedule | None:
+    """The schedule's row, locked for this transaction, if it (still) has `status`; else None.
+    Taking the lock first is what makes a double click or a race one transition."""
+    rows = Schedule.objects.select_for_update(of=("self",)).select_related("current_revision")
+    if status is not None:
+        rows = rows.filter(status=status)
+    return rows.filter(pk=schedule.pk).first()
 
 
 def update_schedule(
@@ -300,12 +307,7 @@ def pause_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime | 
     Raises NotActive otherwise, so a double click gives one transition."""
     reason = PauseEvent.Reason.OWNER if _user_id(by) == schedule.owner_id else PauseEvent.Reason.ADMIN
     with transaction.atomic():
-        locked = (
-            Schedule.objects.select_for_update(of=("self",))
-            .select_related("current_revision")
-            .filter(pk=schedule.pk, status=Schedule.Status.ACTIVE)
-            .first()
-        )
+        locked = _locked_if(schedule, status=Schedule.Status.ACTIVE)
         if locked is None:
             raise NotActive(schedule)
         now = now or timezone.now()  # after the lock, so audit times follow commit order
@@ -317,12 +319,7 @@ def pause_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime | 
 def pause_for_invalid_definition(schedule: Schedule, *, detail: str, now: datetime | None = None) -> bool:
     """The system pauses an active schedule it cannot materialize, with a sanitized reason."""
     with transaction.atomic():
-        locked = (
-            Schedule.objects.select_for_update(of=("self",))
-            .select_related("current_revision")
-            .filter(pk=schedule.pk, status=Schedule.Status.ACTIVE)
-            .first()
-        )
+        locked = _locked_if(schedule, status=Schedule.Status.ACTIVE)
         if locked is None:
             return False
         now = now or timezone.now()  # after the lock, so audit times follow commit order
@@ -336,12 +333,7 @@ def resume_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime |
     """paused -> active. Keeps consecutive_failures (ADR-0109): until a run completes, the next
     failure pauses it again. The next slot is computed after now: no backfill. Raises NotPaused."""
     with transaction.atomic():
-        locked = (
-            Schedule.objects.select_for_update(of=("self",))
-            .select_related("current_revision")
-            .filter(pk=schedule.pk, status=Schedule.Status.PAUSED)
-            .first()
-        )
+        locked = _locked_if(schedule, status=Schedule.Status.PAUSED)
         if locked is None:
             raise NotPaused(schedule)
         now = now or timezone.now()  # after the lock, so audit times follow commit order

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin import AdminSite, ModelAdmin
 from django.db import transaction
 from django.utils import timezone
 from django_q.brokers.orm import ORM
@@ -39,6 +40,36 @@ class _BufferedOrmBroker(ORM):  # type: ignore[misc]
             [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
         )
         self.packages = []
+
+
+def show_task_queue_read_only(site: AdminSite, read_only: type[ModelAdmin]) -> None:  # type: ignore[type-arg]
+    """Replace django-q2's admin (which edits task functions and resubmits tasks outside our
+    admission path) with read-only views of its periodic tasks and failures."""
+    from django_q import models as queue
+
+    for model in (queue.Schedule, queue.Success, queue.Failure, queue.OrmQ):
+        if site.is_registered(model):
+            site.unregister(model)
+    site.register(
+        queue.Schedule,
+        type(
+            "QueueScheduleAdmin",
+            (read_only,),
+            {
+                "list_display": ("name", "func", "schedule_type", "minutes", "next_run", "repeats"),
+            },
+        ),
+    )
+    site.register(
+        queue.Failure,
+        type(
+            "QueueFailureAdmin",
+            (read_only,),
+            {
+                "list_display": ("name", "func", "started", "stopped"),
+            },
+        ),
+    )
 
 
 def _send(occurrence_id: int, **options: Any) -> None:

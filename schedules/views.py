@@ -5,25 +5,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
-from django_htmx.middleware import HtmxDetails
 
+from config.http import HtmxRequest
 from runs.models import Agent
 from schedules import notifications, selectors, services
 from schedules.forms import NotificationSettingsForm, ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
 from schedules.schemas import InvalidSchedule
-
-
-class HtmxRequest(HttpRequest):
-    htmx: HtmxDetails
-    user: User  # login_required: never anonymous here
 
 
 def _mine(request: HtmxRequest, pk: int) -> Schedule:

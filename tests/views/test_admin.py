@@ -251,3 +251,19 @@ def test_a_stored_time_zone_that_is_not_one_falls_back_to_utc_instead_of_failing
     OwnerBudget.objects.filter(owner=owner).update(timezone="Mars/Olympus")  # as old data might hold
     assert owner_client.get("/").status_code == 200
     assert owner_client.get("/budget/").status_code == 200
+
+
+def test_the_task_queue_cannot_be_edited_or_resubmitted_from_the_admin(admin_client):
+    from django_q.models import OrmQ
+    from django_q.models import Schedule as QueueSchedule
+
+    from schedules.tasks import ensure_periodic_tasks
+
+    ensure_periodic_tasks()
+    tick = QueueSchedule.objects.get(name="schedules.tick")
+    assert admin_client.get("/admin/django_q/schedule/").status_code == 200
+    change = admin_client.post(f"/admin/django_q/schedule/{tick.pk}/change/", {"func": "os.system"})
+    assert change.status_code == 403
+    assert QueueSchedule.objects.get(pk=tick.pk).func == "schedules.tasks.tick"
+    assert admin_client.get("/admin/django_q/success/").status_code == 404  # not registered at all
+    assert not OrmQ.objects.exists()
