@@ -169,3 +169,26 @@ def run_due(schedule: Schedule, *, at: datetime | None = None) -> Run | None:
     runs = [execute_occurrence(occurrence_id, sleep=lambda s: None) for occurrence_id in enqueued]
     schedule.refresh_from_db()
     return runs[-1] if runs else None
+
+
+def spend(
+    owner_id: int,
+    cost: str | Decimal,
+    *,
+    run_id: int = 1,
+    schedule_id: int | None = None,
+    at: datetime | None = None,
+    tokens: tuple[int, int] = (1000, 200),
+) -> None:
+    """A ledger entry, as a provider call records it."""
+    ledger.record_usage(
+        owner_id=owner_id,
+        run_id=run_id,
+        schedule_id=schedule_id,
+        provider="simulated",
+        model="sim-research",
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        cost=Decimal(cost),
+        at=at,
+    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 
 from accounting import ledger
@@ -11,7 +9,7 @@ from accounting.models import AccountingEvent, LedgerEntry
 from runs.models import Conversation, Run, TranscriptEntry
 from runs.services import ConversationBusy, delete_conversation
 from schedules.models import Occurrence, Schedule
-from tests.factories import fail, make_schedule, materialize
+from tests.factories import fail, make_schedule, materialize, spend
 
 pytestmark = pytest.mark.django_db
 
@@ -19,16 +17,7 @@ pytestmark = pytest.mark.django_db
 def test_deleting_a_conversation_keeps_spend_events_and_the_occurrence_outcome(owner, agent):
     schedule = make_schedule(owner, agent)
     occurrence = materialize(schedule)
-    ledger.record_usage(
-        owner_id=owner.pk,
-        run_id=occurrence.run_id,
-        schedule_id=schedule.pk,
-        provider="simulated",
-        model="sim-research",
-        input_tokens=1000,
-        output_tokens=100,
-        cost=Decimal("0.60"),
-    )
+    spend(owner.pk, "0.60", run_id=occurrence.run_id, schedule_id=schedule.pk, tokens=(1000, 100))
     run = fail(occurrence)
     spent_before = ledger.summarize(owner.pk).spent_month
 

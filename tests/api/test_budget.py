@@ -8,22 +8,14 @@ import pytest
 
 from accounting import ledger
 from accounting.models import OwnerBudget
+from tests.factories import spend
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_budget_shows_ceilings_spend_and_reservations(owner, owner_api):
     OwnerBudget.objects.filter(owner=owner).update(daily_ceiling=Decimal("30"))
-    ledger.record_usage(
-        owner_id=owner.pk,
-        run_id=1,
-        schedule_id=None,
-        provider="simulated",
-        model="sim-research",
-        input_tokens=1000,
-        output_tokens=200,
-        cost=Decimal("0.612345"),
-    )
+    spend(owner.pk, "0.612345")
     ledger.reserve(owner.pk, run_id=2, amount=Decimal("5"))
 
     response = owner_api.get("/budget")

@@ -273,28 +273,13 @@ def stock_runs_admin() -> str:
     from django.urls import path
 
     from config import urls
+    from runs.admin import RunAdmin
     from runs.models import Run
 
     site = admin.AdminSite(name="stock")
 
     class StockRunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-        list_display = (
-            "id",
-            "created_at",
-            "owner",
-            "agent",
-            "kind",
-            "status",
-            "failure_reason",
-            "error_class",
-            "provider",
-            "provider_code",
-            "http_status",
-            "steps",
-            "model_calls",
-            "tool_calls",
-            "cost",
-        )
+        list_display = RunAdmin.list_display  # the same columns, Django's defaults otherwise
         list_select_related = ("owner", "agent")
         list_filter = ("status", "kind", "failure_reason", "error_class", "provider")
         search_fields = ("=id",)

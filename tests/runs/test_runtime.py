@@ -18,27 +18,18 @@ from runs.services import cancel_run, claim_run, delete_conversation, fail_lost_
 from tests.factories import limits, make_agent, make_schedule, materialize
 from tests.runs.wire import (
     ANTHROPIC,
+    FETCH,
     OPENAI,
     WIRES,
     Provider,
     execute,
     ledger_total,
     make_wire_agent,
+    news_page,
     until_told,
 )
 
-pytestmark = pytest.mark.django_db
-
-FETCH = ("http_fetch", {"url": "https://example.com/news"})
-
-
-@pytest.fixture(autouse=True)
-def _example_com_is_allowed(settings):
-    settings.HTTP_FETCH_ALLOWED_HOSTS = ["example.com"]
-
-
-def _page(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, text="Three things happened.")
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowed")]
 
 
 def _running() -> Run:
@@ -97,7 +88,7 @@ def test_usage_and_counters_agree_at_every_request(owner, wire):
     run = execute(
         owner,
         make_wire_agent(wire, tools=["http.fetch"]),
-        Provider(observe, web=_page),
+        Provider(observe, web=news_page),
         limits=limits(max_steps=5, synthesis_reserve_steps=1),
     )
 
@@ -109,7 +100,7 @@ def test_usage_and_counters_agree_at_every_request(owner, wire):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_call_that_crosses_the_cost_limit_is_recorded_as_is_and_the_next_request_never_happens(owner, wire):
-    provider = Provider(wire.tools(FETCH, usage=(150_000, 10_000)), web=_page)  # USD 0.60 a call
+    provider = Provider(wire.tools(FETCH, usage=(150_000, 10_000)), web=news_page)  # USD 0.60 a call
     run = execute(
         owner,
         make_wire_agent(wire, tools=["http.fetch"]),
@@ -158,7 +149,7 @@ def test_a_run_cancelled_during_a_request_stops_before_its_next_request(owner, w
 def test_a_run_cancelled_by_one_of_its_tools_stops_before_its_next_request(owner, wire):
     def page_then_cancel(request):
         cancel_run(_running())
-        return _page(request)
+        return news_page(request)
 
     provider = Provider(until_told(wire, FETCH), web=page_then_cancel)
     run = execute(owner, make_wire_agent(wire, tools=["http.fetch"]), provider)

@@ -16,6 +16,7 @@ from runs.runtime import TOOL_BUDGET_EXHAUSTED, execute_run
 from tests.factories import limits, make_schedule, materialize
 from tests.runs.wire import (
     ANTHROPIC,
+    FETCH,
     OPENAI,
     WIRES,
     Provider,
@@ -23,22 +24,12 @@ from tests.runs.wire import (
     ledger_total,
     make_wire_agent,
     mentions_instruction,
+    news_page,
     told_to_synthesize,
     until_told,
 )
 
-pytestmark = pytest.mark.django_db
-
-FETCH = ("http_fetch", {"url": "https://example.com/news"})
-
-
-@pytest.fixture(autouse=True)
-def _example_com_is_allowed(settings):
-    settings.HTTP_FETCH_ALLOWED_HOSTS = ["example.com"]
-
-
-def _page(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, text="<h1>Today</h1><p>Three things happened.</p>")
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowed")]
 
 
 def _fetcher(wire, **limit_overrides):
@@ -53,7 +44,7 @@ def test_a_scheduled_research_run_near_its_budget_writes_its_answer_instead_of_f
     # schedule.create pins USD 5 with a USD 1 reserve; each call costs USD 0.60 at the agent's prices.
     agent = _fetcher(wire, max_steps=20, max_model_calls=20, max_tool_calls=20)
     occurrence = materialize(make_schedule(owner, agent))
-    provider = Provider(until_told(wire, FETCH, usage=(150_000, 10_000)), web=_page)
+    provider = Provider(until_told(wire, FETCH, usage=(150_000, 10_000)), web=news_page)
     with provider.client() as client:
         run = execute_run(occurrence.run, client=client, sleep=lambda s: None)
 
@@ -67,7 +58,7 @@ def test_a_scheduled_research_run_near_its_budget_writes_its_answer_instead_of_f
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_the_same_research_run_without_a_reserve_fails_at_its_cost_limit_without_an_answer(owner, wire):
     agent = _fetcher(wire)
-    provider = Provider(until_told(wire, FETCH, usage=(150_000, 10_000)), web=_page)
+    provider = Provider(until_told(wire, FETCH, usage=(150_000, 10_000)), web=news_page)
     run = execute(owner, agent, provider, limits=limits(max_steps=20, max_model_calls=20, max_tool_calls=20))
 
     assert (run.status, run.failure_reason, run.error_class, run.failure_dimension) == (
@@ -83,7 +74,7 @@ def test_the_same_research_run_without_a_reserve_fails_at_its_cost_limit_without
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_research_run_near_its_step_limit_answers_on_its_last_step(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = execute(
         owner,
         _fetcher(wire),
@@ -113,7 +104,7 @@ def test_a_provider_that_still_requests_tools_in_synthesis_only_mode_fails_close
     owner, wire, dimension, run_limits, step, executed
 ):
     # USD 0.30 a call: the cost reserve of USD 0.50 is reached after two calls.
-    provider = Provider(wire.tools(FETCH, usage=(100_000, 0)), web=_page)
+    provider = Provider(wire.tools(FETCH, usage=(100_000, 0)), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=run_limits)
 
     assert (run.status, run.failure_reason, run.error_class) == (
@@ -134,7 +125,7 @@ def test_a_provider_that_still_requests_tools_in_synthesis_only_mode_fails_close
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_an_exhausted_tool_budget_owes_one_synthesis_turn_and_a_tool_call_in_it_fails_closed(owner, wire):
-    provider = Provider(wire.tools(FETCH), web=_page)
+    provider = Provider(wire.tools(FETCH), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=limits(max_tool_calls=2))
 
     assert (run.failure_reason, run.failure_dimension) == ("synthesis_reserve_violation", "tool_calls")
@@ -145,7 +136,7 @@ def test_an_exhausted_tool_budget_owes_one_synthesis_turn_and_a_tool_call_in_it_
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_running_out_of_tool_calls_never_fails_a_run_by_itself(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=limits(max_tool_calls=2))
 
     assert run.status == "completed"
@@ -155,7 +146,7 @@ def test_running_out_of_tool_calls_never_fails_a_run_by_itself(owner, wire):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_run_without_tool_calls_at_all_is_synthesis_only_from_its_first_request(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=limits(max_tool_calls=0))
 
     assert run.status == "completed"
@@ -165,7 +156,7 @@ def test_a_run_without_tool_calls_at_all_is_synthesis_only_from_its_first_reques
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_all_zero_reserves_behave_as_before_and_the_model_call_limit_fails_budget_exhausted(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = execute(
         owner, _fetcher(wire), provider, limits=limits(max_steps=10, max_model_calls=3, max_tool_calls=20)
     )
@@ -184,7 +175,7 @@ def test_all_zero_reserves_behave_as_before_and_the_model_call_limit_fails_budge
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_all_zero_reserves_and_the_step_limit_fail_budget_exhausted_on_steps(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=limits(max_steps=2, max_tool_calls=20))
 
     assert (run.failure_reason, run.failure_dimension) == ("budget_exhausted", "steps")
@@ -209,7 +200,7 @@ def _reserved_run(owner, wire, provider, **kwargs):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_the_instruction_is_in_exactly_one_request_in_a_system_position_with_tool_choice_none(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = _reserved_run(owner, wire, provider)
 
     assert run.status == "completed"
@@ -223,7 +214,7 @@ def test_the_instruction_is_in_exactly_one_request_in_a_system_position_with_too
 
 
 def test_openai_gets_the_instruction_as_a_system_message_after_the_history(owner):
-    provider = Provider(until_told(OPENAI, FETCH), web=_page)
+    provider = Provider(until_told(OPENAI, FETCH), web=news_page)
     _reserved_run(owner, OPENAI, provider)
 
     last = provider.bodies[2]["messages"][-1]
@@ -232,7 +223,7 @@ def test_openai_gets_the_instruction_as_a_system_message_after_the_history(owner
 
 
 def test_anthropic_gets_the_instruction_as_a_system_block(owner):
-    provider = Provider(until_told(ANTHROPIC, FETCH), web=_page)
+    provider = Provider(until_told(ANTHROPIC, FETCH), web=news_page)
     _reserved_run(owner, ANTHROPIC, provider)
 
     body = provider.bodies[2]
@@ -243,7 +234,7 @@ def test_anthropic_gets_the_instruction_as_a_system_block(owner):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_the_instruction_is_never_stored_in_the_transcript(owner, wire):
-    provider = Provider(until_told(wire, FETCH), web=_page)
+    provider = Provider(until_told(wire, FETCH), web=news_page)
     run = _reserved_run(owner, wire, provider)
 
     entries = list(TranscriptEntry.objects.filter(run=run).values("role", "content", "tool_calls"))
@@ -261,7 +252,7 @@ def test_the_instruction_is_never_stored_in_the_transcript(owner, wire):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_the_instruction_never_reaches_the_next_run_in_the_same_conversation(owner, wire):
-    first = Provider(until_told(wire, FETCH), web=_page)
+    first = Provider(until_told(wire, FETCH), web=news_page)
     earlier = _reserved_run(owner, wire, first)
     later = Provider(wire.answer("A follow-up answer."))
     run = execute(
@@ -292,7 +283,7 @@ def test_a_retried_synthesis_request_carries_the_instruction_once_each_time(owne
             return failure if failure is not None else answer_or_tool(request)
         return answer_or_tool(request)
 
-    provider = Provider(reply, web=_page)
+    provider = Provider(reply, web=news_page)
     run = _reserved_run(owner, wire, provider)
 
     assert run.status == "completed"
@@ -305,7 +296,7 @@ def test_a_retried_synthesis_request_carries_the_instruction_once_each_time(owne
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_tool_calls_beyond_the_budget_get_an_error_result_and_the_next_request_is_synthesis_only(owner, wire):
-    provider = Provider(wire.tools(FETCH, FETCH, FETCH), wire.answer(), web=_page)
+    provider = Provider(wire.tools(FETCH, FETCH, FETCH), wire.answer(), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=limits(max_tool_calls=2))
 
     assert run.status == "completed"
@@ -322,7 +313,7 @@ def test_tool_calls_beyond_the_budget_get_an_error_result_and_the_next_request_i
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_tool_calls_never_eat_into_the_tool_call_reserve(owner, wire):
-    provider = Provider(wire.tools(FETCH, FETCH, FETCH, FETCH), wire.answer(), web=_page)
+    provider = Provider(wire.tools(FETCH, FETCH, FETCH, FETCH), wire.answer(), web=news_page)
     run = execute(
         owner, _fetcher(wire), provider, limits=limits(max_tool_calls=4, synthesis_reserve_tool_calls=2)
     )
@@ -335,7 +326,7 @@ def test_tool_calls_never_eat_into_the_tool_call_reserve(owner, wire):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_run_that_never_reaches_its_reserve_records_no_synthesis(owner, wire):
-    provider = Provider(wire.tools(FETCH), wire.answer(), web=_page)
+    provider = Provider(wire.tools(FETCH), wire.answer(), web=news_page)
     run = execute(owner, _fetcher(wire), provider, limits=limits(synthesis_reserve_steps=2))
 
     assert run.status == "completed"
@@ -371,7 +362,7 @@ def _parent(owner, wire, provider, run_limits, **agent_limits):
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_delegated_child_keeps_the_reserve_and_its_usage_counts_against_the_parent(owner, wire):
-    provider = Provider(_delegating(wire, until_told(wire, FETCH)), web=_page)
+    provider = Provider(_delegating(wire, until_told(wire, FETCH)), web=news_page)
     run, child = _parent(
         owner,
         wire,
@@ -398,7 +389,7 @@ def test_a_delegated_child_keeps_the_reserve_and_its_usage_counts_against_the_pa
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_delegated_child_that_ignores_the_reserve_fails_with_the_same_vocabulary(owner, wire):
-    provider = Provider(_delegating(wire, lambda request: wire.tools(FETCH)), web=_page)
+    provider = Provider(_delegating(wire, lambda request: wire.tools(FETCH)), web=news_page)
     run, child = _parent(
         owner,
         wire,
@@ -420,7 +411,7 @@ def test_a_delegated_child_that_ignores_the_reserve_fails_with_the_same_vocabula
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_delegated_child_without_reserves_fails_budget_exhausted_like_any_run(owner, wire):
-    provider = Provider(_delegating(wire, lambda request: wire.tools(FETCH)), web=_page)
+    provider = Provider(_delegating(wire, lambda request: wire.tools(FETCH)), web=news_page)
     run, child = _parent(
         owner, wire, provider, limits(max_steps=10, max_model_calls=10, max_tool_calls=10), max_steps=4
     )
@@ -437,7 +428,7 @@ def test_a_delegated_child_without_reserves_fails_budget_exhausted_like_any_run(
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_parent_inside_its_reserve_cannot_delegate(owner, wire):
-    provider = Provider(_delegating(wire, until_told(wire, FETCH)), web=_page)
+    provider = Provider(_delegating(wire, until_told(wire, FETCH)), web=news_page)
     agent = make_wire_agent(wire, tools=["agent.delegate"])
     run = execute(owner, agent, provider, limits=limits(max_steps=3, synthesis_reserve_steps=2))
 

@@ -273,3 +273,11 @@ def ledger_total(*runs: Run) -> Decimal:
 
 def mentions_instruction(text: Any) -> bool:
     return SYNTHESIS_INSTRUCTION.split(".")[0] in json.dumps(text, default=str)
+
+
+FETCH = ("http_fetch", {"url": "https://example.com/news"})
+
+
+def news_page(request: httpx.Request) -> httpx.Response:
+    """The page http.fetch gets from example.com in these tests."""
+    return httpx.Response(200, text="<h1>Today</h1><p>Three things happened.</p>")

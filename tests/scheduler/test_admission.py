@@ -13,6 +13,7 @@ from django.db import transaction
 from accounting import ledger
 from accounting.models import Reservation
 from tests.concurrency import race
+from tests.factories import spend
 
 CEILING = Decimal("25.00")
 PER_RUN = Decimal("5.00")
@@ -77,22 +78,9 @@ def test_spend_rolls_over_at_midnight_and_month_end_in_the_owners_time_zone(owne
     budget.timezone = "Pacific/Auckland"  # UTC+13 in December
     budget.save()
 
-    def spend(amount: str, at: datetime) -> None:
-        ledger.record_usage(
-            owner_id=owner.pk,
-            run_id=1,
-            schedule_id=None,
-            provider="simulated",
-            model="m",
-            input_tokens=1,
-            output_tokens=1,
-            cost=Decimal(amount),
-            at=at,
-        )
-
-    spend("3.00", datetime(2026, 11, 30, 10, 30, tzinfo=UTC))  # 30 Nov 23:30 in Auckland
-    spend("4.00", datetime(2026, 11, 30, 11, 30, tzinfo=UTC))  # 1 Dec 00:30 in Auckland
-    spend("5.00", datetime(2026, 12, 1, 9, 0, tzinfo=UTC))  # 1 Dec 22:00 in Auckland
+    spend(owner.pk, "3.00", at=datetime(2026, 11, 30, 10, 30, tzinfo=UTC))  # 30 Nov 23:30 in Auckland
+    spend(owner.pk, "4.00", at=datetime(2026, 11, 30, 11, 30, tzinfo=UTC))  # 1 Dec 00:30 in Auckland
+    spend(owner.pk, "5.00", at=datetime(2026, 12, 1, 9, 0, tzinfo=UTC))  # 1 Dec 22:00 in Auckland
 
     on_1_dec = ledger.summarize(owner.pk, now=datetime(2026, 12, 1, 10, 0, tzinfo=UTC))  # 1 Dec 23:00
     assert (on_1_dec.spent_today, on_1_dec.spent_month) == (Decimal("9.00"), Decimal("9.00"))
@@ -106,17 +94,7 @@ def test_spend_rolls_over_at_midnight_and_month_end_in_the_owners_time_zone(owne
 def test_admission_counts_spend_and_open_reservations_against_both_ceilings(owner):
     _budget(owner, daily_ceiling="12.00", monthly_ceiling="15.00")
     now = datetime(2026, 12, 10, 12, 0, tzinfo=UTC)
-    ledger.record_usage(
-        owner_id=owner.pk,
-        run_id=1,
-        schedule_id=None,
-        provider="simulated",
-        model="m",
-        input_tokens=1,
-        output_tokens=1,
-        cost=Decimal("6.00"),
-        at=datetime(2026, 12, 2, tzinfo=UTC),
-    )
+    spend(owner.pk, "6.00", at=datetime(2026, 12, 2, tzinfo=UTC))
     ledger.reserve(owner.pk, run_id=10, amount=PER_RUN, now=now)  # 6 spent this month + 5 held = 11
     with pytest.raises(ledger.AdmissionRefused) as refused:
         ledger.reserve(owner.pk, run_id=11, amount=PER_RUN, now=now)

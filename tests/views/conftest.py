@@ -1,16 +1,13 @@
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from accounting import ledger
 from runs.failures import BudgetExhausted, Diagnostics, ProviderTransientError
 from runs.models import Agent, Run
 from schedules.models import Schedule
-from tests.factories import fail, make_schedule, materialize
+from tests.factories import fail, make_schedule, materialize, spend
 
 
 def overloaded() -> ProviderTransientError:
@@ -20,17 +17,8 @@ def overloaded() -> ProviderTransientError:
     )
 
 
-def spend(run: Run, cost: str, *, schedule_id: int | None) -> None:
-    ledger.record_usage(
-        owner_id=run.owner_id,
-        run_id=run.pk,
-        schedule_id=schedule_id,
-        provider="simulated",
-        model="sim-research",
-        input_tokens=1000,
-        output_tokens=500,
-        cost=Decimal(cost),
-    )
+def spend_on(run: Run, cost: str, *, schedule_id: int | None) -> None:
+    spend(run.owner_id, cost, run_id=run.pk, schedule_id=schedule_id, tokens=(1000, 500))
 
 
 @pytest.fixture
@@ -38,7 +26,7 @@ def paused_after_two_failures(owner: User, agent: Agent) -> Schedule:
     """Paused by the failure limit: budget exhausted (cost), then a transient 529."""
     schedule = make_schedule(owner, agent, title="Morning briefing")
     first = fail(materialize(schedule), BudgetExhausted("The cost limit is used up.", dimension="cost"))
-    spend(first, "0.60", schedule_id=schedule.pk)
+    spend_on(first, "0.60", schedule_id=schedule.pk)
     fail(materialize(schedule), overloaded())
     schedule.refresh_from_db()
     assert schedule.status == Schedule.Status.PAUSED

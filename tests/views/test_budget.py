@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from accounting import ledger
-from tests.factories import finish, make_schedule, materialize
+from tests.factories import finish, make_schedule, materialize, spend
 
 pytestmark = pytest.mark.django_db
 
@@ -20,17 +20,8 @@ def _text(html: str) -> str:
 
 
 def _usage(owner_id: int, schedule_id: int | None, cost: str, days_ago: int, run_id: int = 1) -> None:
-    ledger.record_usage(
-        owner_id=owner_id,
-        run_id=run_id,
-        schedule_id=schedule_id,
-        provider="simulated",
-        model="sim-research",
-        input_tokens=10,
-        output_tokens=10,
-        cost=Decimal(cost),
-        at=timezone.now() - timedelta(days=days_ago),
-    )
+    at = timezone.now() - timedelta(days=days_ago)
+    spend(owner_id, cost, run_id=run_id, schedule_id=schedule_id, at=at, tokens=(10, 10))
 
 
 def test_spend_today_and_this_month_against_the_ceilings(owner, owner_client, agent):

@@ -10,7 +10,7 @@ from accounting.models import AccountingEvent, LedgerEntry
 from runs.models import Conversation, Run, TranscriptEntry
 from schedules.models import Schedule
 from tests.factories import fail, finish, make_schedule, materialize
-from tests.views.conftest import HTMX, overloaded, spend
+from tests.views.conftest import HTMX, overloaded, spend_on
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def _text(html: str) -> str:
 def failed_run(owner, agent) -> Run:
     schedule = make_schedule(owner, agent, title="Morning briefing")
     run = fail(materialize(schedule), overloaded())
-    spend(run, "0.42", schedule_id=schedule.pk)
+    spend_on(run, "0.42", schedule_id=schedule.pk)
     return run
 
 

@@ -10,7 +10,7 @@ import pytest
 from schedules import services
 from schedules.models import Schedule
 from tests.factories import fail, finish, make_schedule, materialize
-from tests.views.conftest import HTMX, overloaded, spend
+from tests.views.conftest import HTMX, overloaded, spend_on
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_the_list_costs_a_fixed_number_of_queries(owner, owner_client, agent, dj
     for number in range(30):
         schedule = make_schedule(owner, agent, title=f"Briefing {number:02d}")
         run = fail(materialize(schedule), overloaded()) if number % 2 else finish(materialize(schedule))
-        spend(run, "0.10", schedule_id=schedule.pk)
+        spend_on(run, "0.10", schedule_id=schedule.pk)
         if number % 3 == 0:
             services.pause_schedule(schedule, by=owner)
     assert Schedule.objects.filter(status="paused").count() == 10
