@@ -1,3 +1,7 @@
+"""The admin's shared pieces for large tables, and the budget rows, reservations and
+accounting events. The ledger's changelist is registered in runs/admin.py: it filters by
+provider, which is the run layer's vocabulary."""
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -8,15 +12,7 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from accounting.models import AccountingEvent, LedgerEntry, OwnerBudget, Reservation
-
-# Provider adapter names as runs record them (runs.models.Agent.Provider); listed here because
-# a lower layer cannot import runs, and a DISTINCT over a large table is what we avoid.
-PROVIDERS = (
-    ("openai", "OpenAI-compatible"),
-    ("anthropic", "Anthropic"),
-    ("simulated", "Simulated"),
-)
+from accounting.models import AccountingEvent, OwnerBudget, Reservation
 
 
 class BoundedCountPaginator(Paginator):  # type: ignore[type-arg]
@@ -75,13 +71,6 @@ class ChoicesFilter(admin.SimpleListFilter):
         return queryset.filter(**{self.lookup: value}) if value else queryset
 
 
-class ProviderFilter(ChoicesFilter):
-    title = "provider"
-    parameter_name = "provider"
-    options = PROVIDERS
-    lookup = "provider"
-
-
 @admin.register(OwnerBudget)
 class OwnerBudgetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = (
@@ -95,26 +84,6 @@ class OwnerBudgetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_select_related = ("owner",)
     search_fields = ("owner__username",)
     autocomplete_fields = ("owner",)
-
-
-@admin.register(LedgerEntry)
-class LedgerEntryAdmin(ReadOnlyAdmin):
-    list_display = (
-        "created_at",
-        "owner",
-        "provider",
-        "model",
-        "input_tokens",
-        "output_tokens",
-        "cost",
-        "run_id",
-        "schedule_id",
-    )
-    list_select_related = ("owner",)
-    # Fixed date ranges instead of a date hierarchy, which reads every distinct year of the table.
-    list_filter = (ProviderFilter, ("created_at", admin.DateFieldListFilter))
-    search_fields = ("=run_id", "=schedule_id")
-    ordering = ("-id",)
 
 
 @admin.register(Reservation)

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import zoneinfo
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from accounting.models import AccountingEvent, LedgerEntry, OwnerBudget, Reservation, owner_zone
@@ -34,15 +32,11 @@ class AdmissionRefused(Exception):
 
 
 def budget_for(owner_id: int) -> OwnerBudget:
-    """The owner's budget row, created on first use (safe against a concurrent first use)."""
-    budget = OwnerBudget.objects.filter(owner_id=owner_id).first()
-    if budget is not None:
-        return budget
-    try:
-        with transaction.atomic():
-            return OwnerBudget.objects.create(owner_id=owner_id, timezone=_default_timezone())
-    except IntegrityError:
-        return OwnerBudget.objects.get(owner_id=owner_id)
+    """The owner's budget row, created on first use (get_or_create absorbs a concurrent first use)."""
+    budget, _ = OwnerBudget.objects.get_or_create(
+        owner_id=owner_id, defaults={"timezone": _default_timezone()}
+    )
+    return budget
 
 
 def _default_timezone() -> str:
@@ -100,14 +94,19 @@ class BudgetSummary:
 
 
 def summarize(owner_id: int, *, now: datetime | None = None) -> BudgetSummary:
-    """Ceilings, spend today and this month (owner's time zone), and open reservations."""
-    return _summaries([budget_for(owner_id)], now or timezone.now())[owner_id]
-
-
-def _summaries(budgets: Iterable[OwnerBudget], now: datetime) -> dict[int, BudgetSummary]:
-    """Summaries of many owners: one spend query per time zone and one for open reservations."""
-    budgets = list(budgets)
-    return _combine(budgets, _spend(budgets, now), _open_reservations([b.owner_id for b in budgets]))
+    """Ceilings, spend today and this month (owner's time zone), and open reservations (two
+    queries: the budget row with its open reservations, then spend)."""
+    open_rows = Reservation.objects.filter(owner_id=OuterRef("owner_id"), released_at__isnull=True).order_by()
+    rows = OwnerBudget.objects.filter(owner_id=owner_id).annotate(
+        open_count=Subquery(open_rows.values("owner_id").annotate(n=Count("id")).values("n")),
+        open_total=Subquery(open_rows.values("owner_id").annotate(t=Sum("amount")).values("t")),
+    )
+    budget = rows.first()
+    if budget is None:  # the owner's first visit: nothing is reserved yet
+        budget_for(owner_id)
+        budget = rows.get()
+    reserved = {owner_id: {"count": budget.open_count, "total": budget.open_total}}
+    return _combine([budget], _spend([budget], now or timezone.now()), reserved)[owner_id]
 
 
 def _spend(budgets: list[OwnerBudget], now: datetime) -> dict[int, dict[str, Any]]:

@@ -31,7 +31,12 @@ class AppendOnlyError(RuntimeError):
 
 class AppendOnlyQuerySet(models.QuerySet[Any]):
     def update(self, **kwargs: Any) -> int:
-        raise AppendOnlyError(f"{self.model.__name__} rows are append-only; write a new row instead.")
+        """Refused, except for the columns a model names in `MUTABLE_FIELDS` (bookkeeping such as
+        an outbox's delivery state, never the record itself)."""
+        allowed: frozenset[str] = getattr(self.model, "MUTABLE_FIELDS", frozenset())
+        if not kwargs or not set(kwargs) <= allowed:
+            raise AppendOnlyError(f"{self.model.__name__} rows are append-only; write a new row instead.")
+        return super().update(**kwargs)
 
     def delete(self) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError(f"{self.model.__name__} rows are append-only and are never deleted.")
@@ -56,8 +61,8 @@ class AppendOnlyModel(models.Model):
 
 
 def owner_zone(name: str) -> zoneinfo.ZoneInfo:
-    """An owner's time zone; UTC when the stored name is not one (old data) instead of failing
-    every page and admission for that owner."""
+    """A stored time zone name as a zone; UTC when it is not one (old data) instead of failing
+    every page and admission for that owner. Which zone an owner has: accounting.selectors."""
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):

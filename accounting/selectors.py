@@ -1,4 +1,4 @@
-"""Read-only queries over the ledger for the dashboard: spend per schedule and the daily chart.
+"""Read-only queries for the owner's pages: their time zone, spend per schedule, the daily chart.
 
 Each function is a fixed number of queries, whatever the number of ledger entries.
 """
@@ -11,12 +11,21 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
 
+from django.conf import settings
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from accounting.ledger import ZERO, day_bounds, month_bounds
-from accounting.models import LedgerEntry, Reservation, owner_zone
+from accounting.models import LedgerEntry, OwnerBudget, Reservation, owner_zone
+
+
+def owner_timezone(owner_id: int) -> str:
+    """The one answer to "which time zone are this owner's days and times in" (one query): the
+    zone on their budget row, or DEFAULT_OWNER_TIME_ZONE before they have one."""
+    zone = OwnerBudget.objects.filter(owner_id=owner_id).values_list("timezone", flat=True).first()
+    return zone or str(settings.DEFAULT_OWNER_TIME_ZONE)
+
 
 INTERACTIVE = -1  # chart bucket of spend outside any schedule
 OTHER = 0  # chart bucket of the schedules outside the top few

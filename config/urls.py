@@ -5,14 +5,16 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from schedules import urls as dashboard
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("schedules.api.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("schedules.urls")),
-    path("", include("runs.urls")),
-    path("", include("accounting.urls")),
+    path("", include((dashboard.run_urls, "runs"))),
+    path("", include((dashboard.budget_urls, "accounting"))),
 ]
 
 if settings.SIMULATOR_ENABLED:

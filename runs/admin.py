@@ -10,32 +10,21 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from accounting.admin import BoundedCountPaginator, ChoicesFilter, ProviderFilter, ReadOnlyAdmin
-from runs import failures, services
+from accounting.admin import BoundedCountPaginator, ChoicesFilter, ReadOnlyAdmin
+from accounting.models import LedgerEntry
+from runs import services
 from runs.limits import InvalidLimits, validate_limits
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 
-# Every error class a run can record (runs.failures), as fixed filter choices.
-ERROR_CLASSES = tuple(
-    (cls.error_class, cls.error_class)
-    for cls in (
-        failures.BudgetExhausted,
-        failures.SynthesisReserveViolation,
-        failures.ProviderTransientError,
-        failures.ProviderPermanentError,
-        failures.AdmissionDenied,
-        failures.RunTimeout,
-        failures.WorkerLost,
-        failures.InternalError,
-    )
-)
 
+class ProviderFilter(ChoicesFilter):
+    """Provider adapter names as runs and the ledger record them, as fixed choices (a filter
+    over the free-text column would read every distinct value of a large table)."""
 
-class ErrorClassFilter(ChoicesFilter):
-    title = "error class"
-    parameter_name = "error_class"
-    options = ERROR_CLASSES
-    lookup = "error_class"
+    title = "provider"
+    parameter_name = "provider"
+    options = tuple(Agent.Provider.choices)
+    lookup = "provider"
 
 
 class AgentForm(ModelForm):  # type: ignore[type-arg]
@@ -120,7 +109,8 @@ class RunAdmin(ReadOnlyAdmin):
         "cost",
     )
     list_select_related = ("owner", "agent")
-    list_filter = ("status", "kind", "failure_reason", ErrorClassFilter, ProviderFilter)
+    # failure_reason and error_class take their choices from runs.failures: fixed filters.
+    list_filter = ("status", "kind", "failure_reason", "error_class", ProviderFilter)
     search_fields = ("=id",)
     # The primary key follows creation order and is indexed; "-created_at" would sort the table.
     ordering = ("-id",)
@@ -188,3 +178,23 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 services.delete_conversation(conversation)
             except services.ConversationBusy:
                 self.message_user(request, BUSY.format(title=conversation.title), messages.WARNING)
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "owner",
+        "provider",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cost",
+        "run_id",
+        "schedule_id",
+    )
+    list_select_related = ("owner",)
+    # Fixed date ranges instead of a date hierarchy, which reads every distinct year of the table.
+    list_filter = (ProviderFilter, ("created_at", admin.DateFieldListFilter))
+    search_fields = ("=run_id", "=schedule_id")
+    ordering = ("-id",)

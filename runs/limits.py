@@ -21,43 +21,14 @@ from pydantic import (
     field_validator,
 )
 
+from accounting.money import MAX_AMOUNT, format_money, parse_money
+
 Dimension = Literal["steps", "model_calls", "tool_calls", "cost"]
 # The order in which a reserve names its dimension (SPEC §3 rule 5).
 DIMENSIONS: tuple[Dimension, ...] = ("steps", "model_calls", "tool_calls", "cost")
 
 MAX_COUNT = 10_000
-MAX_COST = Decimal("100000")
-MONEY_PLACES = 6
-
-
-def format_money(value: Decimal) -> str:
-    """Decimal USD as a JSON string: at least cents ("5.00"), at most 6 places, never exponent form."""
-    exponent = value.normalize().as_tuple().exponent  # Decimal("3.000000") from the database is "3.00"
-    places = min(max(2, -exponent if isinstance(exponent, int) else 2), MONEY_PLACES)
-    return f"{value.quantize(Decimal(1).scaleb(-places)):f}"
-
-
-def parse_money(value: Any, field: str) -> Decimal:
-    """Money arrives as a decimal string or an integer; a float would already have lost cents."""
-    if isinstance(value, (bool, float)):
-        raise ValueError(f'{field} must be a decimal string such as "5.00", not a floating-point number')
-    if isinstance(value, int):
-        value = Decimal(value)
-    if isinstance(value, str):
-        try:
-            value = Decimal(value.strip())
-        except ArithmeticError:
-            raise ValueError(f'{field} must be a decimal amount such as "5.00"') from None
-    if not isinstance(value, Decimal):
-        raise ValueError(f'{field} must be a decimal string such as "5.00"')
-    if not value.is_finite():
-        raise ValueError(f"{field} must be a finite amount")
-    exponent = value.as_tuple().exponent
-    if isinstance(exponent, int) and -exponent > MONEY_PLACES:
-        raise ValueError(f"{field} must have at most {MONEY_PLACES} decimal places")
-    if abs(value) >= MAX_COST:
-        raise ValueError(f"{field} must be below {MAX_COST}")
-    return value
+MAX_COST = MAX_AMOUNT
 
 
 class RunLimits(BaseModel):
@@ -168,7 +139,7 @@ def describe_error(field: str, error: Any) -> str:
         return f"{field} is required"
     if kind == "extra_forbidden":
         return f"{field} is not a recognised field"
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         return f"{field} must be one of {ctx.get('expected', 'the documented values')}"
     if kind == "greater_than_equal":
         return f"{field} must be at least {ctx.get('ge')}"

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
 from accounting.models import MoneyField
+from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, Dimension, RunLimits
 
 
@@ -121,14 +122,7 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    class FailureReason(models.TextChoices):
-        BUDGET_EXHAUSTED = "budget_exhausted"
-        SYNTHESIS_RESERVE_VIOLATION = "synthesis_reserve_violation"
-        PROVIDER_ERROR = "provider_error"
-        ADMISSION_DENIED = "admission_denied"
-        TIMEOUT = "timeout"
-        WORKER_LOST = "worker_lost"
-        INTERNAL_ERROR = "internal_error"
+    FailureReason = Reason  # the registry's (runs.failures)
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
@@ -153,7 +147,7 @@ class Run(models.Model):
     answer = models.TextField(blank=True)
 
     failure_reason = models.CharField(max_length=32, choices=FailureReason.choices, blank=True)
-    error_class = models.CharField(max_length=64, blank=True)
+    error_class = models.CharField(max_length=64, choices=ERROR_CLASS_CHOICES, blank=True)
     failure_dimension = models.CharField(max_length=16, blank=True)
     transient = models.BooleanField(null=True, blank=True)
     provider = models.CharField(max_length=32, blank=True)

@@ -122,12 +122,24 @@ def start_interactive_run(
         if conversation is None:
             conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
         run = create_run(owner_id, agent, prompt, conversation=conversation, limits=limits)
-        request = ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)
-        refusal = ledger.reserve_many([request]).get(run.pk)
-    if refusal is not None:
-        failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)
-        finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure))
+        admit_runs([run])
     return run
+
+
+def admit_runs(runs: list[Run], *, now: datetime | None = None) -> set[int]:
+    """Admission of queued runs (SPEC §5), for the tick and for interactive starts alike: each
+    run's max_cost is reserved against its owner's daily and monthly ceilings, in order, and a run
+    that does not fit is failed `admission_denied` (counted like any failure; nothing reserved).
+    Returns the ids of the admitted runs. Call it in the transaction that created the runs: if the
+    reservations cannot be written, the runs are not either, so none starts without its money."""
+    requests = [ledger.ReservationRequest(run.owner_id, run.pk, run.run_limits.max_cost) for run in runs]
+    refusals = ledger.reserve_many(requests, now=now)
+    for run in runs:
+        refusal = refusals.get(run.pk)
+        if refusal is not None:
+            failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)
+            finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure))
+    return {run.pk for run in runs if run.pk not in refusals}
 
 
 def claim_run(run: Run) -> uuid.UUID | None:

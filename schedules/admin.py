@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.apps import apps
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -11,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from accounting.admin import PROVIDERS, BigTableAdmin, ChoicesFilter, ReadOnlyAdmin
-from runs.admin import ERROR_CLASSES
-from runs.models import Run
+from accounting.admin import BigTableAdmin, ChoicesFilter, ReadOnlyAdmin
+from runs.admin import ProviderFilter
+from runs.failures import ERROR_CLASS_CHOICES, Failure, Reason
 from schedules import services, tokens
 from schedules.forms import PinRevisionForm
 from schedules.models import (
@@ -26,12 +27,32 @@ from schedules.models import (
     ScheduleRevision,
     revision_snapshot,
 )
-from schedules.selectors import Change, Failure, diff
-from schedules.tasks import show_task_queue_read_only
+from schedules.selectors import Change, diff
 
-# django-q2's own admin can edit a task's function and arguments and resubmit tasks outside our
-# admission path; its models are shown read-only instead (django_q stays behind schedules.tasks).
-show_task_queue_read_only(admin.site, ReadOnlyAdmin)
+
+def show_task_queue_read_only(site: admin.AdminSite) -> None:
+    """Replace django-q2's admin, which edits a task's function and arguments and resubmits
+    tasks outside our admission path, with read-only views of its periodic tasks and failures.
+    The models come from the app registry: django_q is imported only by the tasks modules."""
+    for name in ("Schedule", "Success", "Failure", "OrmQ"):
+        model = apps.get_model("django_q", name)
+        if site.is_registered(model):
+            site.unregister(model)
+    site.register(
+        apps.get_model("django_q", "Schedule"),
+        type(
+            "QueueScheduleAdmin",
+            (ReadOnlyAdmin,),
+            {"list_display": ("name", "func", "schedule_type", "minutes", "next_run", "repeats")},
+        ),
+    )
+    site.register(
+        apps.get_model("django_q", "Failure"),
+        type("QueueFailureAdmin", (ReadOnlyAdmin,), {"list_display": ("name", "func", "started", "stopped")}),
+    )
+
+
+show_task_queue_read_only(admin.site)
 
 
 class RevisionInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -96,21 +117,20 @@ class PauseReasonFilter(ChoicesFilter):
 class LastFailureReasonFilter(ChoicesFilter):
     title = "last failure reason"
     parameter_name = "last_failure_reason"
-    options = tuple(Run.FailureReason.choices)
+    options = tuple(Reason.choices)
     lookup = "last_event__payload__failure__reason"
 
 
 class LastErrorClassFilter(ChoicesFilter):
     title = "last error class"
     parameter_name = "last_error_class"
-    options = ERROR_CLASSES
+    options = ERROR_CLASS_CHOICES
     lookup = "last_event__payload__failure__error_class"
 
 
-class LastProviderFilter(ChoicesFilter):
+class LastProviderFilter(ProviderFilter):
     title = "last failure provider"
     parameter_name = "last_provider"
-    options = PROVIDERS
     lookup = "last_event__payload__failure__provider"
 
 

@@ -29,15 +29,13 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from accounting import ledger
 from runs import services as run_services
-from runs.failures import AdmissionDenied, Outcome
 from runs.limits import InvalidLimits, validate_limits
 from runs.models import Conversation, Run
 from runs.runtime import execute_run
 from schedules import recurrence
 from schedules.models import Occurrence, Schedule
-from schedules.services import pause_for_invalid_definition
+from schedules.services import complete_schedules, pause_for_invalid_definition
 
 logger = logging.getLogger(__name__)
 
@@ -229,31 +227,21 @@ def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickR
         ]
     )
     runs = _queue_runs(occurrences)
-    refusals = ledger.reserve_many(
-        [ledger.ReservationRequest(run.owner_id, run.pk, run.run_limits.max_cost) for run in runs], now=now
-    )
+    # Admission: a reservation each, or a failed `admission_denied` run counted like any failure.
+    admitted = run_services.admit_runs(runs, now=now)
     enqueued = [
-        occurrence.pk for occurrence, run in zip(occurrences, runs, strict=True) if run.pk not in refusals
+        occurrence.pk for occurrence, run in zip(occurrences, runs, strict=True) if run.pk in admitted
     ]
     enqueue(enqueued)
     _set_column(Schedule, "next_occurrence_at", {p.schedule.pk: p.following for p in plans})
-    completed = [
-        p.schedule.pk for p in plans if p.schedule.kind == Schedule.Kind.ONE_TIME and p.run_slot is None
+    missed_one_time = [
+        p.schedule for p in plans if p.schedule.kind == Schedule.Kind.ONE_TIME and p.run_slot is None
     ]
-    Schedule.objects.filter(pk__in=completed).update(
-        status=Schedule.Status.COMPLETED
-    )  # its only slot was missed
-    # A refused admission is a failed run, counted like any failure (after the schedule moved on).
-    for run in runs:
-        if run.pk in refusals:
-            failure = AdmissionDenied(
-                f"Admission refused: {refusals[run.pk].message}.", dimension=refusals[run.pk].ceiling
-            )
-            run_services.finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure))
+    complete_schedules(missed_one_time, now=now, detail="its only slot was missed")
     report.enqueued += enqueued
     report.missed += sum(len(p.missed) for p in plans)
     report.skipped += len(skipped)
-    report.refused += len(refusals)
+    report.refused += len(runs) - len(admitted)
 
 
 def _queue_runs(occurrences: list[Occurrence]) -> list[Run]:

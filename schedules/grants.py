@@ -76,7 +76,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_schedule": WRITE,
         # The schedule.create and schedule.update chat tools run inside the worker.
         "schedules_schedulerevision": APPEND,
-        "schedules_pauseevent": APPEND,
+        # The audit is append-only; the outbox marks a pause's notice claimed and sent.
+        "schedules_pauseevent": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
         "schedules_occurrence": WRITE,
         "schedules_apitoken": READ,
         "schedules_notificationsettings": WRITE,

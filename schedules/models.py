@@ -199,17 +199,29 @@ class Occurrence(models.Model):
 
 
 class PauseEvent(AppendOnlyModel):
-    """The audit of every pause and resume: who (null = the system), when, why, and the count."""
+    """The audit of every status change: pause, resume and completion. Who (null = the system),
+    when, why, and the failure count at that moment.
+
+    A pause the schedule made itself is also the outbox of its notice (healthchecks' flips):
+    `notified_at` is null until the notice went out on every channel, and the delivery task
+    claims such rows with a conditional update on `notify_claimed_at`. Those two columns are the
+    only ones ever updated; the audit itself is append-only.
+    """
 
     class Action(models.TextChoices):
         PAUSE = "pause"
         RESUME = "resume"
+        COMPLETE = "complete"
 
     class Reason(models.TextChoices):
         FAILURE_LIMIT = "failure_limit", "failure limit"
-        OWNER = "owner", "owner"
-        ADMIN = "admin", "admin"
+        OWNER = "owner", "by owner"
+        ADMIN = "admin", "by admin"
         INVALID_DEFINITION = "invalid_definition", "invalid definition"
+
+    # Pauses the schedule made itself: the owner is told about these.
+    SELF_PAUSES = (Reason.FAILURE_LIMIT, Reason.INVALID_DEFINITION)
+    MUTABLE_FIELDS = frozenset({"notify_claimed_at", "notified_at"})
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="pause_events")
     action = models.CharField(max_length=8, choices=Action.choices)
@@ -224,18 +236,37 @@ class PauseEvent(AppendOnlyModel):
     failure_limit = models.PositiveIntegerField()
     detail = models.CharField(max_length=300, blank=True, help_text="Sanitized diagnostic, never content.")
     created_at = models.DateTimeField()
+    notify_claimed_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(action="resume", reason="") | models.Q(action="pause", reason__gt=""),
+                condition=models.Q(action__in=["resume", "complete"], reason="")
+                | models.Q(action="pause", reason__gt=""),
                 name="pause_event_reason_iff_pause",
             ),
         ]
+        indexes = [
+            models.Index(
+                fields=["id"],
+                name="pause_event_unnotified",
+                condition=models.Q(
+                    action="pause",
+                    reason__in=["failure_limit", "invalid_definition"],
+                    notified_at__isnull=True,
+                ),
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.action} {self.reason} schedule {self.schedule_id}"
+        reason = f" ({self.reason})" if self.reason else ""
+        return f"{self.action}{reason} of schedule {self.schedule_id}"
+
+    @property
+    def needs_notice(self) -> bool:
+        return self.action == self.Action.PAUSE and self.reason in self.SELF_PAUSES
 
 
 class ApiToken(models.Model):

@@ -2,10 +2,11 @@
 
 One message per pause, content-free like `schedule.run_accounted`: the title, when and why it
 paused in one sentence, the classification of the failed runs that tripped it, the count and
-the limit, and a link. Never a prompt, an answer or a provider message. It is sent after the
-pause commits (a django-q2 task enqueued on commit), on every channel the owner enabled: email,
-and a webhook POST signed with HMAC-SHA256 over the body with the owner's secret. Every attempt
-is recorded; a failing webhook never affects the schedule or the other channel.
+the limit, and a link. Never a prompt, an answer or a provider message. The pause row is the
+outbox: once it has committed, the minute `notify` task claims and sends it, on every channel
+the owner enabled: email, and a webhook POST signed with HMAC-SHA256 over the body with the
+owner's secret. Every attempt is recorded; a failing webhook never affects the schedule or the
+other channel.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import random
 import secrets
 import socket
 import time
@@ -23,7 +23,7 @@ import uuid
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,12 +31,17 @@ import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from accounting.models import AccountingEvent
+from accounting.selectors import owner_timezone
+from runs.failures import Failure
+from runs.providers.base import ProviderError
 from runs.providers.classify import classify_response, classify_transport_error
+from runs.providers.retry import with_retries
 from schedules import selectors
 from schedules.models import NotificationAttempt, NotificationSettings, PauseEvent
 
@@ -47,7 +52,8 @@ WEBHOOK_ATTEMPTS = 3
 WEBHOOK_TIMEOUT_SECONDS = 5.0
 # A webhook that fails permanently this many times in a row is turned off, with a note.
 DISABLE_AFTER_PERMANENT_FAILURES = 3
-SELF_PAUSES = (PauseEvent.Reason.FAILURE_LIMIT, PauseEvent.Reason.INVALID_DEFINITION)
+# A claimed notice not marked sent after this long was abandoned (its worker died): reclaim it.
+NOTICE_LEASE = timedelta(minutes=5)
 
 
 class InvalidNotificationSettings(ValueError):
@@ -60,14 +66,9 @@ class InvalidNotificationSettings(ValueError):
 
 
 def settings_for(owner_id: int) -> NotificationSettings:
-    found = NotificationSettings.objects.filter(owner_id=owner_id).first()
-    if found is not None:
-        return found
-    try:
-        with transaction.atomic():
-            return NotificationSettings.objects.create(owner_id=owner_id)
-    except IntegrityError:  # created meanwhile by a concurrent request
-        return NotificationSettings.objects.get(owner_id=owner_id)
+    """The owner's channels, created with the defaults on first use."""
+    channels, _ = NotificationSettings.objects.get_or_create(owner_id=owner_id)
+    return channels
 
 
 def check_webhook_url(url: str) -> str:
@@ -170,7 +171,7 @@ def pause_notice(event: PauseEvent) -> Notice:
     """The content-free message for a pause: built only from the pause record and the
     schedule's accounting events, which carry no prompt, answer or provider message."""
     schedule = event.schedule
-    tz = selectors.owner_timezone(schedule.owner_id)
+    tz = owner_timezone(schedule.owner_id)
     accounted = list(
         AccountingEvent.objects.filter(schedule_id=schedule.pk, created_at__lte=event.created_at).order_by(
             "-created_at", "-id"
@@ -186,7 +187,7 @@ def pause_notice(event: PauseEvent) -> Notice:
     lines = [sentence, "", f"Failures counted: {event.failures_at_event} of {event.failure_limit}."]
     zone = zoneinfo.ZoneInfo(tz)
     for accounted_event in reversed(tripped):
-        words = selectors.Failure.from_payload(accounted_event.failure)
+        words = Failure.from_payload(accounted_event.failure)
         when = datetime.fromisoformat(accounted_event.payload["scheduled_for"]).astimezone(zone)
         classification = words.long if words else ""
         lines.append(f"- {when:%-d %b %H:%M} {when.tzname()}, run {accounted_event.run_id}: {classification}")
@@ -230,16 +231,49 @@ def test_notice(owner_id: int) -> Notice:
 # -- delivery -------------------------------------------------------------------------------------
 
 
+def deliver_pending_notices(
+    *,
+    now: datetime | None = None,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    limit: int = 100,
+) -> list[NotificationAttempt]:
+    """The outbox (healthchecks' flips): every self-pause whose notice has not gone out is
+    claimed with a conditional update, sent on each channel, then marked notified.
+
+    Safe from several workers at once: only the claim's winner sends. A worker that dies after
+    committing a pause loses nothing (the row waits here), and one that dies mid-delivery leaves
+    a claim that expires after NOTICE_LEASE, when the next run sends on the channels that have
+    no final attempt yet: each channel gets one notice. Returns the attempts made.
+    """
+    now = now or timezone.now()
+    pending = PauseEvent.objects.filter(
+        action=PauseEvent.Action.PAUSE, reason__in=PauseEvent.SELF_PAUSES, notified_at__isnull=True
+    ).filter(Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=now - NOTICE_LEASE))
+    made: list[NotificationAttempt] = []
+    for event_id in pending.order_by("id").values_list("id", flat=True)[:limit]:
+        claimed = pending.filter(pk=event_id).update(notify_claimed_at=now)
+        if claimed != 1:  # another worker has it
+            continue
+        made += deliver_pause_notice(event_id, client=client, sleep=sleep)
+        PauseEvent.objects.filter(pk=event_id, notify_claimed_at=now).update(notified_at=timezone.now())
+    return made
+
+
 def deliver_pause_notice(
     pause_event_id: int, *, client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep
 ) -> list[NotificationAttempt]:
-    """Send one pause's notice on each enabled channel. Idempotent per channel: a second
-    delivery of the task sends nothing on a channel that already has an attempt."""
+    """Send one pause's notice on each enabled channel that has no final attempt for it yet
+    (delivered, failed or skipped; a crash between retries leaves only `retrying` ones)."""
     event = PauseEvent.objects.select_related("schedule", "schedule__owner").filter(pk=pause_event_id).first()
-    if event is None or event.action != PauseEvent.Action.PAUSE or event.reason not in SELF_PAUSES:
+    if event is None or not event.needs_notice:
         return []
     notice = pause_notice(event)
-    done = set(NotificationAttempt.objects.filter(pause_event=event).values_list("channel", flat=True))
+    done = set(
+        NotificationAttempt.objects.filter(pause_event=event)
+        .exclude(outcome=NotificationAttempt.Outcome.RETRYING)
+        .values_list("channel", flat=True)
+    )
     return _deliver(event.schedule.owner, notice, event=event, skip=done, client=client, sleep=sleep)
 
 
@@ -330,8 +364,9 @@ def _send_webhook(
     sleep: Callable[[float], None],
     attempts: int,
 ) -> None:
-    """POST with capped, jittered retries of transient failures (the provider classification:
-    no response, 408, 409, 429, 5xx); a permanent one (410, other 4xx) is not retried."""
+    """POST with the provider calls' retry policy (runs.providers.retry): transient failures (no
+    response, 408, 409, 429, 5xx) are retried with jittered backoff honouring Retry-After; a
+    permanent one (410, other 4xx, a Retry-After past the cap) is not."""
     channel = NotificationAttempt.Channel.WEBHOOK
     body = json.dumps(notice.payload, separators=(",", ":")).encode()
     headers = {
@@ -346,38 +381,35 @@ def _send_webhook(
         record(channel, NotificationAttempt.Outcome.FAILED, detail=f"permanent: the webhook URL {problem}")
         _count_permanent_failure(channels, None)
         return
-    for attempt in range(1, attempts + 1):
+    tries = 0
+
+    def post() -> httpx.Response:
+        nonlocal tries
+        tries += 1
         try:
             response = http.post(
                 channels.webhook_url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS
             )
         except httpx.TransportError as exc:
-            error = classify_transport_error("webhook", exc)
-            status = None
-        else:
-            if 200 <= response.status_code < 300:
-                record(
-                    channel,
-                    NotificationAttempt.Outcome.DELIVERED,
-                    attempt=attempt,
-                    status=response.status_code,
-                )
-                NotificationSettings.objects.filter(pk=channels.pk).update(webhook_failures=0)
-                return
-            error = classify_response(
-                "webhook", response.status_code, response.headers, None, code_from="code"
-            )
-            status = response.status_code
-        retry = error.transient and attempt < attempts
-        outcome = NotificationAttempt.Outcome.RETRYING if retry else NotificationAttempt.Outcome.FAILED
+            raise classify_transport_error("webhook", exc) from None
+        if 200 <= response.status_code < 300:
+            return response
+        raise classify_response("webhook", response.status_code, response.headers, None, code_from="code")
+
+    def failed(error: ProviderError, attempt: int, final: bool) -> None:
+        outcome = NotificationAttempt.Outcome.FAILED if final else NotificationAttempt.Outcome.RETRYING
         kind = "transient" if error.transient else "permanent"
-        record(channel, outcome, attempt=attempt, status=status, detail=f"{kind}: {error.message}")
-        if retry:
-            sleep(min(10.0, random.uniform(0.5, 1.0) * 2**attempt))
-            continue
+        status = error.diagnostics.http_status
+        record(channel, outcome, attempt=attempt + 1, status=status, detail=f"{kind}: {error.message}")
+
+    try:
+        response = with_retries(post, retries=attempts - 1, sleep=sleep, on_error=failed)
+    except ProviderError as error:
         if not error.transient:
-            _count_permanent_failure(channels, status)
+            _count_permanent_failure(channels, error.diagnostics.http_status)
         return
+    record(channel, NotificationAttempt.Outcome.DELIVERED, attempt=tries, status=response.status_code)
+    NotificationSettings.objects.filter(pk=channels.pk).update(webhook_failures=0)
 
 
 def _count_permanent_failure(channels: NotificationSettings, status: int | None) -> None:

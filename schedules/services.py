@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -17,7 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounting import ledger
-from runs.limits import RunLimits, format_money, validate_limits, with_reserves
+from accounting.money import format_money
+from accounting.selectors import owner_timezone
+from runs.limits import RunLimits, validate_limits, with_reserves
 from runs.models import Agent, Run
 from schedules import recurrence
 from schedules.models import Occurrence, PauseEvent, Schedule, ScheduleRevision
@@ -117,7 +118,7 @@ def create_schedule(
         )
     agent = _active_agent(data.agent)
     kind = Schedule.Kind.ONE_TIME if data.run_at is not None else Schedule.Kind.RECURRING
-    tz = data.timezone or ledger.budget_for(owner_id).timezone
+    tz = data.timezone or owner_timezone(owner_id)
     cron = data.cron or ""
     first_slot = _check_recurrence(kind, cron, tz, data.run_at, now)
     limits = create_policy_limits(agent, owner_id)
@@ -293,12 +294,8 @@ def _pause_locked(
         created_at=now,
     )
     Schedule.objects.filter(pk=schedule.pk).update(status=Schedule.Status.PAUSED, pause=event)
-    if actor_id is None:
-        # The schedule paused itself: tell the owner once this pause has committed (a rolled-back
-        # pause sends nothing). django_q stays behind schedules.tasks.
-        from schedules.tasks import enqueue_pause_notification
-
-        transaction.on_commit(partial(enqueue_pause_notification, event.pk))
+    # A pause the schedule made itself is the outbox of its notice (notified_at is null): the
+    # delivery task sends it once it has committed; a rolled-back pause leaves nothing to send.
     return event
 
 
@@ -359,6 +356,34 @@ def resume_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime |
         )
     schedule.refresh_from_db()
     return schedule
+
+
+def complete_schedules(schedules: list[Schedule], *, now: datetime, detail: str) -> list[int]:
+    """A one-time schedule whose only slot has passed -> completed, with an event row each.
+    Callers hold the rows' locks (the tick that found the slot missed, or the outcome of its only
+    run). Compare-and-swap: already completed ones are left alone. Returns the ids completed."""
+    pending = {s.pk: s for s in schedules if s.status != Schedule.Status.COMPLETED}
+    if not pending:
+        return []
+    Schedule.objects.filter(pk__in=pending).update(
+        status=Schedule.Status.COMPLETED, pause=None, next_occurrence_at=None
+    )
+    PauseEvent.objects.bulk_create(
+        [
+            PauseEvent(
+                schedule=schedule,
+                action=PauseEvent.Action.COMPLETE,
+                failures_at_event=schedule.consecutive_failures,
+                failure_limit=schedule.revision.max_consecutive_failures,
+                detail=detail[:300],
+                created_at=now,
+            )
+            for schedule in pending.values()
+        ]
+    )
+    for schedule in pending.values():
+        schedule.status, schedule.pause, schedule.next_occurrence_at = Schedule.Status.COMPLETED, None, None
+    return list(pending)
 
 
 # -- outcomes -----------------------------------------------------------------------------------
@@ -434,9 +459,7 @@ def record_run_outcome(run: Run, *, now: datetime | None = None) -> Occurrence |
 
     if schedule.kind == Schedule.Kind.ONE_TIME:
         # Its only occurrence ran, whatever the outcome (which is still counted above).
-        Schedule.objects.filter(pk=schedule.pk).exclude(status=Schedule.Status.COMPLETED).update(
-            status=Schedule.Status.COMPLETED, pause=None, next_occurrence_at=None
-        )
+        complete_schedules([schedule], now=now, detail=f"its only run ended {run.status}")
     elif (
         run.status == Run.Status.FAILED
         and failures >= occurrence.revision.max_consecutive_failures

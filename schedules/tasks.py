@@ -1,6 +1,7 @@
 """django-q2 entry points. With runs/tasks.py, the only modules that import django_q.
 
-The cluster is a worker here: its own scheduler only fires `tick` and `reap` every minute.
+The cluster is a worker here: its own scheduler only fires `tick`, `reap` and `notify` every
+minute.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.contrib.admin import AdminSite, ModelAdmin
 from django.db import transaction
 from django.utils import timezone
 from django_q.brokers.orm import ORM
@@ -17,6 +17,7 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from schedules import execution
+from schedules.notifications import deliver_pending_notices
 
 logger = logging.getLogger(__name__)
 
@@ -40,36 +41,6 @@ class _BufferedOrmBroker(ORM):  # type: ignore[misc]
             [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
         )
         self.packages = []
-
-
-def show_task_queue_read_only(site: AdminSite, read_only: type[ModelAdmin]) -> None:  # type: ignore[type-arg]
-    """Replace django-q2's admin (which edits task functions and resubmits tasks outside our
-    admission path) with read-only views of its periodic tasks and failures."""
-    from django_q import models as queue
-
-    for model in (queue.Schedule, queue.Success, queue.Failure, queue.OrmQ):
-        if site.is_registered(model):
-            site.unregister(model)
-    site.register(
-        queue.Schedule,
-        type(
-            "QueueScheduleAdmin",
-            (read_only,),
-            {
-                "list_display": ("name", "func", "schedule_type", "minutes", "next_run", "repeats"),
-            },
-        ),
-    )
-    site.register(
-        queue.Failure,
-        type(
-            "QueueFailureAdmin",
-            (read_only,),
-            {
-                "list_display": ("name", "func", "started", "stopped"),
-            },
-        ),
-    )
 
 
 def _send(occurrence_id: int, **options: Any) -> None:
@@ -101,12 +72,16 @@ def enqueue_occurrences(occurrence_ids: list[int]) -> None:
         transaction.on_commit(send_all)
 
 
-PERIODIC_TASKS = {"schedules.tick": "schedules.tasks.tick", "schedules.reap": "schedules.tasks.reap"}
+PERIODIC_TASKS = {
+    "schedules.tick": "schedules.tasks.tick",
+    "schedules.reap": "schedules.tasks.reap",
+    "schedules.notify": "schedules.tasks.notify",
+}
 
 
 def ensure_periodic_tasks(**kwargs: Any) -> None:
-    """The tick and the reaper, every minute, created once by name after each migrate (a
-    post_migrate hook). The django-q2 admin is read-only, so nobody edits them by hand."""
+    """The tick, the reaper and the notice outbox, every minute, created once by name after each
+    migrate (a post_migrate hook). The django-q2 admin is read-only, so nobody edits them."""
     from django_q.models import Schedule as QueueSchedule
 
     for name, func in PERIODIC_TASKS.items():
@@ -116,16 +91,9 @@ def ensure_periodic_tasks(**kwargs: Any) -> None:
         )
 
 
-def enqueue_pause_notification(pause_event_id: int) -> None:
-    """Called on commit of a pause the schedule made itself."""
-    async_task("schedules.tasks.notify_pause", pause_event_id, task_name=f"notify-pause-{pause_event_id}")
-
-
-def notify_pause(pause_event_id: int) -> str:
-    """Send the owner's pause notice on each enabled channel; repeats send nothing twice."""
-    from schedules.notifications import deliver_pause_notice
-
-    attempts = deliver_pause_notice(pause_event_id)
+def notify() -> str:
+    """Send the notices of pauses that committed since the last run (the outbox), every minute."""
+    attempts = deliver_pending_notices()
     return ", ".join(f"{a.channel} {a.outcome}" for a in attempts) or "nothing to send"
 
 

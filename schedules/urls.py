@@ -1,19 +1,33 @@
+"""The dashboard's URLs. Pages about runs, conversations and the budget keep the namespaces of
+the app whose data they show (`runs:detail`, `accounting:budget`); config/urls.py mounts each
+list under its namespace."""
+
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import URLPattern, path
 
-from schedules import views
+from schedules.views import budget, owner_settings, runs, schedules
 
 app_name = "schedules"
-urlpatterns = [
-    path("", views.schedule_list, name="list"),
-    path("schedules/new/", views.schedule_create, name="create"),
-    path("schedules/new/preview/", views.limits_preview, name="preview"),
-    path("schedules/<int:pk>/", views.schedule_detail, name="detail"),
-    path("schedules/<int:pk>/edit/", views.schedule_edit, name="edit"),
-    path("schedules/<int:pk>/pause/", views.pause, name="pause"),
-    path("schedules/<int:pk>/resume/", views.resume, name="resume"),
-    path("settings/", views.notification_settings, name="settings"),
-    path("settings/rotate-secret/", views.rotate_webhook_secret, name="rotate_secret"),
-    path("settings/test/", views.send_test_notification, name="test_notification"),
+urlpatterns: list[URLPattern] = [
+    path("", schedules.schedule_list, name="list"),
+    path("schedules/new/", schedules.schedule_create, name="create"),
+    path("schedules/new/preview/", schedules.limits_preview, name="preview"),
+    path("schedules/<int:pk>/", schedules.schedule_detail, name="detail"),
+    path("schedules/<int:pk>/edit/", schedules.schedule_edit, name="edit"),
+    path("schedules/<int:pk>/pause/", schedules.pause, name="pause"),
+    path("schedules/<int:pk>/resume/", schedules.resume, name="resume"),
+    path("settings/", owner_settings.notification_settings, name="settings"),
+    path("settings/rotate-secret/", owner_settings.rotate_webhook_secret, name="rotate_secret"),
+    path("settings/test/", owner_settings.send_test_notification, name="test_notification"),
+]
+
+run_urls: list[URLPattern] = [
+    path("runs/<int:pk>/", runs.run_detail, name="detail"),
+    path("conversations/", runs.conversation_list, name="conversations"),
+    path("conversations/<int:pk>/delete/", runs.conversation_delete, name="delete_conversation"),
+]
+
+budget_urls: list[URLPattern] = [
+    path("budget/", budget.budget, name="budget"),
 ]

@@ -8,7 +8,6 @@ simulator transport. Nothing patches httpx globally.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Callable
 
@@ -18,8 +17,8 @@ from django.conf import settings
 from runs.models import Agent
 from runs.providers.anthropic import AnthropicAdapter
 from runs.providers.base import Adapter, ModelRequest, ModelResponse, ProviderError
-from runs.providers.classify import RETRY_AFTER_CAP_SECONDS
 from runs.providers.openai import OpenAIAdapter
+from runs.providers.retry import backoff_delay, with_retries
 from runs.providers.simulated import transport as simulator_transport
 
 
@@ -44,15 +43,6 @@ def adapter_for(agent: Agent, client: httpx.Client) -> Adapter:
     return OpenAIAdapter(client, name=agent.provider, base_url=base_url, api_key=api_key)
 
 
-def backoff_delay(attempt: int, retry_after: float | None, *, rng: random.Random | None = None) -> float:
-    """Capped exponential backoff with full jitter; a Retry-After (already under the cap) is a floor."""
-    base = settings.PROVIDER_BACKOFF_BASE_SECONDS * (2**attempt)
-    jittered = (rng or random).uniform(0, min(settings.PROVIDER_BACKOFF_CAP_SECONDS, base))
-    if retry_after is not None:
-        return min(max(retry_after, jittered), RETRY_AFTER_CAP_SECONDS)
-    return jittered
-
-
 def call_with_retries(
     adapter: Adapter,
     request: ModelRequest,
@@ -60,22 +50,17 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
     before_attempt: Callable[[int], None] | None = None,
 ) -> ModelResponse:
-    """One model request, retrying transient errors a bounded number of times (SPEC §4).
+    """One model request, retrying transient errors up to PROVIDER_MAX_RETRIES times (SPEC §4).
 
     Raises the last ProviderError when retries are spent, or the first permanent one.
     `before_attempt` lets the run loop check for cancellation between attempts.
     """
-    attempt = 0
-    while True:
-        if before_attempt is not None:
-            before_attempt(attempt)
-        try:
-            return adapter.complete(request)
-        except ProviderError as error:
-            if not error.transient or attempt >= settings.PROVIDER_MAX_RETRIES:
-                raise
-            sleep(backoff_delay(attempt, error.retry_after))
-            attempt += 1
+    return with_retries(
+        lambda: adapter.complete(request),
+        retries=settings.PROVIDER_MAX_RETRIES,
+        sleep=sleep,
+        before_attempt=before_attempt,
+    )
 
 
-__all__ = ["Adapter", "ProviderError", "adapter_for", "call_with_retries", "client_for"]
+__all__ = ["Adapter", "ProviderError", "adapter_for", "backoff_delay", "call_with_retries", "client_for"]

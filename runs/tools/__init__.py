@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from accounting.selectors import owner_timezone
 from runs.limits import field_errors
 from runs.providers.base import ToolCall, ToolSpec
 
@@ -38,9 +39,7 @@ class ToolContext:
     def owner_timezone(self) -> str:
         """The owner's time zone, read once per run."""
         if not self._owner_timezone:
-            from accounting.ledger import budget_for
-
-            self._owner_timezone = budget_for(self.run.owner_id).timezone
+            self._owner_timezone = owner_timezone(self.run.owner_id)
         return self._owner_timezone
 
 

@@ -6,14 +6,19 @@ an offset. Request bodies are not here: they are the shared models of schedules.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 from accounting.ledger import BudgetSummary
 from accounting.models import AccountingEvent as AccountingEventRow
-from runs.limits import Dimension, format_money
+from accounting.money import format_money
+from runs.failures import ERROR_CLASS_CHOICES, Reason
+from runs.limits import DIMENSIONS, RunLimits
 from runs.models import Run as RunRow
 from schedules.models import Occurrence as OccurrenceRow
 from schedules.models import PauseEvent, ScheduleRevision
@@ -23,6 +28,32 @@ Money = Annotated[
     str,
     Field(pattern=r"^\d+\.\d{2,6}$", examples=["5.00"], description="USD as a decimal string"),
 ]
+
+
+class OneOf:
+    """`Annotated[str, OneOf(values)]`: a string from a closed set the domain defines (model
+    choices, the failure registry), checked on the way out and listed as the schema's `enum`,
+    so the API keeps no copy of any vocabulary."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.values = tuple(values)
+
+    def check(self, value: str) -> str:
+        if value not in self.values:
+            raise ValueError(f"{value!r} is not one of {', '.join(self.values)}")
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "enum": list(self.values)}
+
+
+FailureReason = Annotated[str, OneOf(Reason.values)]
+ErrorClass = Annotated[str, OneOf(name for name, _ in ERROR_CLASS_CHOICES)]
 
 
 class Out(BaseModel):
@@ -47,19 +78,11 @@ class Error(Out):
 # -- limits and usage --------------------------------------------------------------------------
 
 
-class Limits(Out):
-    """All eight RunLimits fields, as pinned (SPEC §2)."""
+class Limits(RunLimits):
+    """All the RunLimits fields, as pinned (SPEC §2): the domain's own model, documented as it
+    serializes (money as decimal strings), so a field added to RunLimits appears here too."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    max_steps: int
-    max_model_calls: int
-    max_tool_calls: int
-    max_cost: Money
-    synthesis_reserve_steps: int
-    synthesis_reserve_model_calls: int
-    synthesis_reserve_tool_calls: int
-    synthesis_reserve_cost: Money
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_mode_override="serialization")
 
 
 class Usage(Out):
@@ -75,8 +98,8 @@ class AccountedFailure(Out):
 
     model_config = ConfigDict(extra="ignore")
 
-    reason: str
-    error_class: str
+    reason: FailureReason
+    error_class: ErrorClass
     provider: str | None = Field(default=None, description="present only when recorded")
     provider_code: str | None = Field(default=None, description="present only when recorded")
     http_status: int | None = Field(default=None, description="present only when recorded")
@@ -89,7 +112,7 @@ class AccountedFailure(Out):
 class Revision(Out):
     number: int
     created_at: datetime
-    path: Literal["schedule.create", "schedule.update", "explicit"]
+    path: Annotated[str, OneOf(ScheduleRevision.Path.values)]
     created_by: str | None = Field(description="username; null once that user is deleted")
     reason: str
     prompt: str
@@ -101,7 +124,7 @@ class Revision(Out):
 
 
 class Pause(Out):
-    reason: Literal["failure_limit", "owner", "admin", "invalid_definition"]
+    reason: Annotated[str, OneOf(PauseEvent.Reason.values)]
     at: datetime
     by: str | None = Field(description="username of who paused it; null for the system")
     run_id: int | None = Field(description="the run that tripped a failure-limit pause")
@@ -124,7 +147,7 @@ class LastRun(Out):
 class Occurrence(Out):
     id: int
     scheduled_for: datetime
-    outcome: Literal["pending", "running", "completed", "failed", "cancelled", "missed", "skipped"]
+    outcome: Annotated[str, OneOf(OccurrenceRow.Outcome.values)]
     revision: int = Field(description="the number of the revision in force when it was materialized")
     run_id: int | None = Field(description="null once the run's conversation is deleted")
 
@@ -133,8 +156,8 @@ class Schedule(Out):
     id: int
     title: str
     agent: str
-    kind: Literal["one_time", "recurring"]
-    status: Literal["active", "paused", "completed"]
+    kind: Annotated[str, OneOf(ScheduleRow.Kind.values)]
+    status: Annotated[str, OneOf(ScheduleRow.Status.values)]
     cron: str | None
     timezone: str
     run_at: datetime | None
@@ -169,13 +192,13 @@ class OccurrencePage(Out):
 
 
 class Synthesis(Out):
-    dimension: Dimension
+    dimension: Annotated[str, OneOf(DIMENSIONS)]
     step: int | None
 
 
 class RunFailure(Out):
-    reason: str
-    error_class: str
+    reason: FailureReason
+    error_class: ErrorClass
     transient: bool | None
     provider: str | None
     provider_code: str | None
@@ -186,8 +209,8 @@ class RunFailure(Out):
 
 class Run(Out):
     id: int
-    kind: Literal["interactive", "delegated"]
-    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    kind: Annotated[str, OneOf(RunRow.Kind.values)]
+    status: Annotated[str, OneOf(RunRow.Status.values)]
     limits: Limits
     usage: Usage
     synthesis: Synthesis | None = Field(description="which dimension activated synthesis, on which step")
@@ -198,7 +221,7 @@ class Run(Out):
 
 
 class AccountingEvent(Out):
-    event: Literal["schedule.run_accounted"]
+    event: Annotated[str, OneOf(AccountingEventRow.Kind.values)]
     created_at: datetime
     schedule_id: int | None
     occurrence_id: int | None
@@ -255,7 +278,7 @@ def revision_of(revision: ScheduleRevision) -> Revision:
     return Revision(
         number=revision.number,
         created_at=revision.created_at,
-        path=revision.path,  # type: ignore[arg-type]
+        path=revision.path,
         created_by=_username(revision.created_by),
         reason=revision.reason,
         prompt=revision.prompt,
@@ -271,7 +294,7 @@ def pause_of(event: PauseEvent | None) -> Pause | None:
     if event is None:
         return None
     return Pause(
-        reason=event.reason,  # type: ignore[arg-type]
+        reason=event.reason,
         at=event.created_at,
         by=_username(event.actor),
         run_id=event.run_id,
@@ -342,7 +365,7 @@ def occurrence_of(occurrence: OccurrenceRow) -> Occurrence:
     return Occurrence(
         id=occurrence.pk,
         scheduled_for=occurrence.scheduled_for,
-        outcome=occurrence.outcome,  # type: ignore[arg-type]
+        outcome=occurrence.outcome,
         revision=occurrence.revision.number,
         run_id=occurrence.run_id,
     )
@@ -364,13 +387,13 @@ def run_of(run: RunRow) -> Run:
     synthesis = None
     if run.synthesis_dimension:
         synthesis = Synthesis(
-            dimension=run.synthesis_dimension,  # type: ignore[arg-type]
+            dimension=run.synthesis_dimension,
             step=run.synthesis_step,
         )
     return Run(
         id=run.pk,
-        kind=run.kind,  # type: ignore[arg-type]
-        status=run.status,  # type: ignore[arg-type]
+        kind=run.kind,
+        status=run.status,
         limits=limits_of(run.limits),
         usage=Usage(
             steps=run.steps,
@@ -389,7 +412,7 @@ def run_of(run: RunRow) -> Run:
 def accounting_event_of(event: AccountingEventRow) -> AccountingEvent:
     payload = event.payload
     return AccountingEvent(
-        event=event.event,  # type: ignore[arg-type]
+        event=event.event,
         created_at=event.created_at,
         schedule_id=event.schedule_id,
         occurrence_id=payload.get("occurrence_id"),

@@ -3,7 +3,7 @@ and renders: no transition is implemented here."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
@@ -80,6 +80,7 @@ def documented(scope: str, text: str, body: dict[str, Any] | None = None) -> dic
 
 
 Cursor = Query(None, max_length=MAX_CURSOR_CHARS, description="the cursor of a `next` link")
+StatusFilter = Query(None, description="only this status")
 Limit = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="page size")
 
 SCHEDULES = Ordering(("created_at", "datetime"), ("id", "int"))
@@ -130,7 +131,7 @@ def current(user: User, schedule: ScheduleRow) -> out.Schedule:
 )
 def list_schedules(
     request: HttpRequest,
-    status: Literal["active", "paused", "completed"] | None = Query(None, description="only this status"),
+    status: ScheduleRow.Status | None = StatusFilter,
     cursor: str | None = Cursor,
     limit: int = Limit,
 ) -> out.SchedulePage:

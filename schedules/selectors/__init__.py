@@ -12,24 +12,21 @@ from schedules.selectors.schedules import (
     StatusPanel,
     diff,
     notification_attempts,
-    owner_timezone,
     pause_history,
     schedule_detail,
     schedule_list,
     status_panel,
 )
-from schedules.selectors.words import Failure, count_sentence, pause_explanation
+from schedules.selectors.words import count_sentence, pause_explanation
 
 __all__ = [
     "Change",
-    "Failure",
     "StatusPanel",
     "conversation_page",
     "count_sentence",
     "deletion_summary",
     "diff",
     "notification_attempts",
-    "owner_timezone",
     "pause_explanation",
     "pause_history",
     "run_page",

@@ -8,14 +8,14 @@ from typing import Any
 
 from django.db.models import Count, Q, Sum
 
+from accounting.formatting import money_text
 from accounting.ledger import ZERO
 from accounting.models import AccountingEvent, LedgerEntry
+from runs.failures import Failure
 from runs.limits import DIMENSIONS
 from runs.models import Conversation, Run, TranscriptEntry
 from schedules.models import Occurrence, Schedule
 from schedules.selectors.schedules import PER_PAGE
-from schedules.selectors.words import Failure
-from schedules.templatetags.dashboard import money_text
 
 # -- run detail ---------------------------------------------------------------------------------
 

@@ -9,13 +9,14 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
 from accounting import selectors as accounting
+from accounting.formatting import money_text
 from accounting.ledger import ZERO
-from accounting.models import AccountingEvent, OwnerBudget
+from accounting.models import AccountingEvent
+from runs.failures import Failure
 from runs.limits import RunLimits
 from runs.models import Run
 from schedules.models import (
@@ -26,20 +27,13 @@ from schedules.models import (
     ScheduleRevision,
     revision_snapshot,
 )
-from schedules.selectors.words import FAILURES_NAMED, Failure, count_sentence, pause_explanation
-from schedules.templatetags.dashboard import money_text
+from schedules.selectors.words import FAILURES_NAMED, count_sentence, pause_explanation
 
 PER_PAGE = 25
 REVISIONS_SHOWN = 20
 OCCURRENCES_SHOWN = 30
 EVENTS_SHOWN = 30
 PAUSE_EVENTS_SHOWN = 10
-
-
-def owner_timezone(owner_id: int) -> str:
-    """The zone the owner's days and times are shown in (one query)."""
-    zone = OwnerBudget.objects.filter(owner_id=owner_id).values_list("timezone", flat=True).first()
-    return zone or str(settings.DEFAULT_OWNER_TIME_ZONE)
 
 
 # -- the status panel -----------------------------------------------------------------------------

@@ -1,116 +1,22 @@
-"""Failures and pauses in plain words: the classification of a failed run, what the failure
-count means for the next run, and why a schedule is paused, in one sentence."""
+"""Pauses in plain words: what the failure count means for the next run, and why a schedule is
+paused, in one sentence. The words for a failure itself come from runs.failures."""
 
 from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from accounting.formatting import local_text
 from accounting.models import AccountingEvent, owner_zone
-from runs.models import Run
+from runs.failures import Failure
 from schedules.models import PauseEvent, Schedule
-from schedules.templatetags.dashboard import local_text
 
 FAILURES_NAMED = 5  # a longer streak is summarized as "and N earlier"
 
 
 def _zone(tz: str) -> zoneinfo.ZoneInfo:
     return owner_zone(tz)
-
-
-# -- failure classification in words ------------------------------------------------------------
-
-REASON_WORDS: dict[str, str] = {
-    "budget_exhausted": "budget exhausted",
-    "synthesis_reserve_violation": "synthesis reserve violated",
-    "provider_error": "provider error",
-    "admission_denied": "admission denied",
-    "timeout": "timed out",
-    "worker_lost": "worker lost",
-    "internal_error": "internal error",
-}
-TRANSIENCE: dict[str, bool] = {"ProviderTransientError": True, "ProviderPermanentError": False}
-
-
-@dataclass(frozen=True)
-class Failure:
-    """The content-free classification of a failed run, from the run or its accounting event."""
-
-    reason: str
-    error_class: str
-    transient: bool | None = None
-    provider: str = ""
-    provider_code: str = ""
-    http_status: int | None = None
-    provider_parameter: str = ""
-    dimension: str = ""
-
-    @classmethod
-    def from_payload(cls, failure: Mapping[str, Any] | None, dimension: str = "") -> Failure | None:
-        if not failure:
-            return None
-        error_class = str(failure.get("error_class", ""))
-        status = failure.get("http_status")
-        return cls(
-            reason=str(failure.get("reason", "")),
-            error_class=error_class,
-            transient=TRANSIENCE.get(error_class),
-            provider=str(failure.get("provider", "")),
-            provider_code=str(failure.get("provider_code", "")),
-            http_status=int(status) if isinstance(status, int) else None,
-            provider_parameter=str(failure.get("provider_parameter", "")),
-            dimension=dimension,
-        )
-
-    @classmethod
-    def from_run(cls, run: Run) -> Failure | None:
-        if run.status != Run.Status.FAILED:
-            return None
-        return cls(
-            reason=run.failure_reason,
-            error_class=run.error_class,
-            transient=run.transient,
-            provider=run.provider,
-            provider_code=run.provider_code,
-            http_status=run.http_status,
-            provider_parameter=run.provider_parameter,
-            dimension=run.failure_dimension,
-        )
-
-    @property
-    def reason_words(self) -> str:
-        words = REASON_WORDS.get(self.reason, self.reason.replace("_", " "))
-        if self.dimension:
-            suffix = " ceiling" if self.reason == "admission_denied" else ""
-            words += f" ({self.dimension.replace('_', ' ')}{suffix})"
-        return words
-
-    @property
-    def transience(self) -> str:
-        return {True: "transient", False: "permanent"}.get(self.transient, "")  # type: ignore[arg-type]
-
-    @property
-    def diagnostics(self) -> str:
-        """ "anthropic 529 overloaded_error (param messages[1].content)"."""
-        parts = [self.provider, str(self.http_status or ""), self.provider_code]
-        text = " ".join(p for p in parts if p)
-        if self.provider_parameter:
-            text += f" (param {self.provider_parameter})"
-        return text
-
-    @property
-    def long(self) -> str:
-        """ "provider error · transient · anthropic 529 overloaded_error"."""
-        return " · ".join(p for p in (self.reason_words, self.transience, self.diagnostics) if p)
-
-    @property
-    def short(self) -> str:
-        """ "provider error 529 overloaded_error" / "budget exhausted (cost)"."""
-        detail = " ".join(p for p in (str(self.http_status or ""), self.provider_code) if p)
-        return f"{self.reason_words} {detail}".strip()
 
 
 # -- the failure count, in plain words -----------------------------------------------------------

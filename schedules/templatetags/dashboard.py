@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django import template
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from runs.limits import format_money
+from accounting.formatting import as_decimal, duration_text, local_text, money_text, relative_text
+from accounting.models import owner_zone
+from accounting.money import format_money
+from schedules.models import PauseEvent
 
 register = template.Library()
-
-CENT = Decimal("0.01")
-TINY = Decimal("0.0001")
 
 # Status words and the tone that colours them; the word is always shown (never colour alone).
 TONES: dict[str, str] = {
@@ -34,34 +33,6 @@ TONES: dict[str, str] = {
     "delivered": "ok",
     "retrying": "warn",
 }
-PAUSE_WORDS: dict[str, str] = {
-    "failure_limit": "failure limit",
-    "owner": "by owner",
-    "admin": "by admin",
-    "invalid_definition": "invalid definition",
-}
-
-
-def as_decimal(value: Any) -> Decimal | None:
-    if value is None or value == "":
-        return None
-    try:
-        return value if isinstance(value, Decimal) else Decimal(str(value))
-    except InvalidOperation:
-        return None
-
-
-def money_text(value: Any, *, exact: bool = False) -> str:
-    """USD with cents. A non-zero amount that would round to zero reads "< USD 0.01", or with
-    `exact` keeps four places (a single run's cost)."""
-    amount = as_decimal(value)
-    if amount is None:
-        return "—"
-    if amount != 0 and abs(amount) < CENT / 2:
-        return f"USD {amount.quantize(TINY, ROUND_HALF_UP).normalize():f}" if exact else "< USD 0.01"
-    if exact and amount != 0 and abs(amount) < 1 and amount != amount.quantize(CENT):
-        return f"USD {amount.quantize(TINY, ROUND_HALF_UP).normalize():f}"
-    return f"USD {amount.quantize(CENT, ROUND_HALF_UP):,.2f}"
 
 
 @register.filter
@@ -89,22 +60,7 @@ def zone_of(context: template.Context | dict[str, Any]) -> zoneinfo.ZoneInfo:
     if not name:
         budget = context.get("budget")
         name = getattr(budget, "timezone", None)
-    try:
-        return zoneinfo.ZoneInfo(str(name or "UTC"))
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return zoneinfo.ZoneInfo("UTC")
-
-
-def local_text(moment: datetime, zone: zoneinfo.ZoneInfo, style: str = "short") -> str:
-    local = moment.astimezone(zone)
-    abbreviation = local.tzname() or zone.key
-    if style == "day":
-        return f"{local.day} {local:%b}"
-    if style == "time":
-        return f"{local:%H:%M} {abbreviation}"
-    this_year = timezone.now().astimezone(zone).year == local.year
-    date = f"{local.day} {local:%b}" if style == "short" and this_year else f"{local.day} {local:%b %Y}"
-    return f"{date}, {local:%H:%M} {abbreviation}"
+    return owner_zone(str(name or "UTC"))
 
 
 @register.simple_tag(takes_context=True)
@@ -121,36 +77,9 @@ def local(context: template.Context, moment: datetime | None, style: str = "shor
     )
 
 
-def relative_text(moment: datetime, now: datetime | None = None) -> str:
-    seconds = int((moment - (now or timezone.now())).total_seconds())
-    future, seconds = seconds > 0, abs(seconds)
-    if seconds < 60:
-        return "in under a minute" if future else "just now"
-    for size, unit in ((86_400, "d"), (3_600, "h"), (60, "min")):
-        if seconds >= size:
-            amount = f"{seconds // size} {unit}"
-            return f"in {amount}" if future else f"{amount} ago"
-    return ""  # unreachable: seconds >= 60 here
-
-
 @register.filter
 def relative(moment: datetime | None) -> str:
     return relative_text(moment) if moment else ""
-
-
-def duration_text(start: datetime | None, end: datetime | None) -> str:
-    if start is None or end is None:
-        return "—"
-    seconds = max(0.0, (end - start).total_seconds())
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
 
 
 @register.simple_tag
@@ -181,7 +110,10 @@ def badge(status: str, detail: str = "") -> SafeString:
 
 @register.filter
 def pause_words(reason: str) -> str:
-    return PAUSE_WORDS.get(reason, reason.replace("_", " "))
+    try:
+        return str(PauseEvent.Reason(reason).label)
+    except ValueError:
+        return reason.replace("_", " ")
 
 
 @register.filter

@@ -23,10 +23,11 @@ class Received:
 
 @dataclass
 class WebhookServer:
-    """A real local HTTP endpoint answering with a scripted list of (status, delay) replies."""
+    """A real local HTTP endpoint answering with a scripted list of (status, delay[, headers])
+    replies."""
 
     url: str
-    replies: list[tuple[int, float]] = field(default_factory=list)
+    replies: list[tuple[Any, ...]] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
 
 
@@ -38,10 +39,12 @@ def webhook_server() -> Iterator[WebhookServer]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             server_state.received.append(Received(headers=dict(self.headers), body=body))
-            status, delay = server_state.replies.pop(0) if server_state.replies else (200, 0.0)
+            status, delay, *extra = server_state.replies.pop(0) if server_state.replies else (200, 0.0)
             time.sleep(delay)
             try:
                 self.send_response(status)
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(b"{}")
             except (BrokenPipeError, ConnectionResetError):

@@ -1,19 +1,37 @@
-"""A schedule that pauses itself tells its owner once, after the pause commits, on each channel."""
+"""A schedule that pauses itself tells its owner once, after the pause commits, on each channel.
+
+The pause row is the outbox: nothing is sent while the pause's transaction is open, and the
+minute `notify` task sends whatever committed, even if the process that paused died at once."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import os
+import subprocess
+import sys
 import time
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
-from django.db import transaction
-from django_q.models import OrmQ
+from django.db import connection, transaction
+from django.utils import timezone
 
 from schedules import notifications, services, tasks
 from schedules.models import NotificationAttempt, PauseEvent
+from tests.concurrency import race
 from tests.factories import fail, make_agent, make_schedule, materialize, run_due
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    """The test database, for a child process."""
+    settings = connection.settings_dict
+    return f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT'] or 5432}/{settings['NAME']}"
+
 
 pytestmark = pytest.mark.django_db
 
@@ -34,32 +52,35 @@ def enable_webhook(owner, url: str) -> str:
     return secret
 
 
-def pause_tasks() -> list[int]:
-    return [
-        task.task["args"][0]
-        for task in OrmQ.objects.all()
-        if task.task["func"] == "schedules.tasks.notify_pause"
-    ]
+def unsent_notices() -> list[int]:
+    """The self-pauses whose notice has not gone out: the outbox."""
+    return list(
+        PauseEvent.objects.filter(notified_at__isnull=True, action="pause")
+        .filter(reason__in=PauseEvent.SELF_PAUSES)
+        .values_list("pk", flat=True)
+    )
 
 
-def trip_failure_limit(owner, agent, django_capture_on_commit_callbacks):
+def trip_failure_limit(owner, agent):
     schedule = make_schedule(owner, agent)
     fail(materialize(schedule))
-    with django_capture_on_commit_callbacks(execute=True):
-        fail(materialize(schedule))
+    fail(materialize(schedule))
+    schedule.refresh_from_db()
+    assert schedule.status == "paused"
     return schedule
 
 
 def test_a_failure_limit_pause_notifies_once_per_channel_after_commit(
-    owner, agent, mailoutbox, webhook_server, django_capture_on_commit_callbacks
+    owner, agent, mailoutbox, webhook_server
 ):
     secret = enable_webhook(owner, webhook_server.url)
-    schedule = trip_failure_limit(owner, agent, django_capture_on_commit_callbacks)
+    schedule = trip_failure_limit(owner, agent)
 
-    (event_id,) = pause_tasks()
-    assert event_id == schedule.pause_events.get(action="pause").pk
-    tasks.notify_pause(event_id)
-    tasks.notify_pause(event_id)  # a second delivery of the same task sends nothing
+    assert unsent_notices() == [schedule.pause_events.get(action="pause").pk]
+    assert mailoutbox == [] and webhook_server.received == []  # nothing is sent by the pause itself
+    tasks.notify()
+    tasks.notify()  # the next minute's run finds nothing left to send
+    assert unsent_notices() == []
 
     assert len(mailoutbox) == 1
     assert mailoutbox[0].to == ["olga@example.com"]
@@ -79,7 +100,7 @@ def test_a_failure_limit_pause_notifies_once_per_channel_after_commit(
     assert received.headers[notifications.SIGNATURE_HEADER] == expected
 
 
-def test_a_rolled_back_pause_sends_nothing(owner, agent, django_capture_on_commit_callbacks):
+def test_a_rolled_back_pause_sends_nothing(owner, agent, mailoutbox):
     schedule = make_schedule(owner, agent)
     fail(materialize(schedule))
     occurrence = materialize(schedule)
@@ -89,51 +110,43 @@ def test_a_rolled_back_pause_sends_nothing(owner, agent, django_capture_on_commi
             fail(occurrence)
             raise RuntimeError("the pause does not commit")
 
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError):
         pause_then_roll_back()
-    assert pause_tasks() == []
+    tasks.notify()
+    assert unsent_notices() == [] and mailoutbox == []
     assert not PauseEvent.objects.exists()
 
 
-def test_resume_and_owner_pauses_send_nothing(owner, agent, django_capture_on_commit_callbacks):
+def test_resume_and_owner_pauses_send_nothing(owner, agent, mailoutbox):
     schedule = make_schedule(owner, agent)
-    with django_capture_on_commit_callbacks(execute=True):
-        services.pause_schedule(schedule, by=owner)
-        services.resume_schedule(schedule, by=owner)
-    assert pause_tasks() == []
+    services.pause_schedule(schedule, by=owner)
+    services.resume_schedule(schedule, by=owner)
+    tasks.notify()
+    assert mailoutbox == []
     owner_pause = PauseEvent.objects.filter(action="pause").get()
     assert notifications.deliver_pause_notice(owner_pause.pk) == []
 
 
-def test_an_invalid_definition_pause_notifies_with_its_reason(
-    owner, agent, mailoutbox, django_capture_on_commit_callbacks
-):
+def test_an_invalid_definition_pause_notifies_with_its_reason(owner, agent, mailoutbox):
     schedule = make_schedule(owner, agent)
-    with django_capture_on_commit_callbacks(execute=True):
-        services.pause_for_invalid_definition(schedule, detail="its agent 'x' is retired")
-    (event_id,) = pause_tasks()
-    tasks.notify_pause(event_id)
+    services.pause_for_invalid_definition(schedule, detail="its agent 'x' is retired")
+    tasks.notify()
     assert "could not be run as defined: its agent 'x' is retired" in mailoutbox[0].body
 
 
-def test_the_message_carries_no_prompt_or_provider_message(
-    owner, mailoutbox, webhook_server, django_capture_on_commit_callbacks
-):
+def test_the_message_carries_no_prompt_or_provider_message(owner, mailoutbox, webhook_server):
     enable_webhook(owner, webhook_server.url)
     schedule = make_schedule(owner, make_agent(model="sim-bad-param"), prompt=f"Summarise {MARKER} please")
     run_due(schedule)
-    with django_capture_on_commit_callbacks(execute=True):
-        last = run_due(schedule)
+    last = run_due(schedule)
     assert MARKER in last.failure_message  # the provider echoed the prompt into its message
-    tasks.notify_pause(pause_tasks()[0])
+    tasks.notify()
     sent = mailoutbox[0].subject + mailoutbox[0].body + webhook_server.received[0].body.decode()
     assert MARKER not in sent and "Summarise" not in sent and "Invalid content" not in sent
     assert "invalid_request_error" in sent and "400" in sent  # the classification is there
 
 
-def test_admission_refusals_and_lost_workers_are_classified_like_any_failure(
-    owner, agent, mailoutbox, django_capture_on_commit_callbacks
-):
+def test_admission_refusals_and_lost_workers_are_classified_like_any_failure(owner, agent, mailoutbox):
     from decimal import Decimal
 
     from accounting import ledger
@@ -144,9 +157,8 @@ def test_admission_refusals_and_lost_workers_are_classified_like_any_failure(
     budget = ledger.budget_for(owner.pk)
     budget.daily_ceiling = Decimal("1.00")
     budget.save()
-    with django_capture_on_commit_callbacks(execute=True):
-        run_due(schedule)  # refused: USD 5 does not fit under USD 1
-    tasks.notify_pause(pause_tasks()[0])
+    run_due(schedule)  # refused: USD 5 does not fit under USD 1
+    tasks.notify()
     body = mailoutbox[0].body
     assert "admission denied" in body
     assert "worker lost" in body
@@ -154,41 +166,35 @@ def test_admission_refusals_and_lost_workers_are_classified_like_any_failure(
 
 
 class TestWebhookDelivery:
-    def notify(self, owner, agent, django_capture_on_commit_callbacks, **kwargs):
-        trip_failure_limit(owner, agent, django_capture_on_commit_callbacks)
-        return notifications.deliver_pause_notice(pause_tasks()[0], sleep=lambda s: None, **kwargs)
+    def notify(self, owner, agent, **kwargs):
+        trip_failure_limit(owner, agent)
+        return notifications.deliver_pending_notices(sleep=lambda s: None, **kwargs)
 
-    def test_a_500_then_200_is_retried_and_delivered_once(
-        self, owner, agent, webhook_server, django_capture_on_commit_callbacks
-    ):
+    def test_a_500_then_200_is_retried_and_delivered_once(self, owner, agent, webhook_server):
         enable_webhook(owner, webhook_server.url)
         webhook_server.replies = [(500, 0), (200, 0)]
-        attempts = self.notify(owner, agent, django_capture_on_commit_callbacks)
+        attempts = self.notify(owner, agent)
         webhook = [(a.attempt, a.outcome, a.http_status) for a in attempts if a.channel == "webhook"]
         assert webhook == [(1, "retrying", 500), (2, "delivered", 200)]
         assert len(webhook_server.received) == 2
         assert webhook_server.received[0].body == webhook_server.received[1].body
 
-    def test_a_410_is_permanent_and_not_retried(
-        self, owner, agent, webhook_server, django_capture_on_commit_callbacks
-    ):
+    def test_a_410_is_permanent_and_not_retried(self, owner, agent, webhook_server):
         enable_webhook(owner, webhook_server.url)
         webhook_server.replies = [(410, 0)]
-        attempts = self.notify(owner, agent, django_capture_on_commit_callbacks)
+        attempts = self.notify(owner, agent)
         webhook = [(a.attempt, a.outcome, a.http_status) for a in attempts if a.channel == "webhook"]
         assert webhook == [(1, "failed", 410)]
         assert len(webhook_server.received) == 1
         assert any(a.channel == "email" and a.outcome == "delivered" for a in attempts)  # unaffected
 
-    def test_a_slow_endpoint_times_out_within_the_timeout(
-        self, owner, agent, webhook_server, monkeypatch, django_capture_on_commit_callbacks
-    ):
+    def test_a_slow_endpoint_times_out_within_the_timeout(self, owner, agent, webhook_server, monkeypatch):
         monkeypatch.setattr(notifications, "WEBHOOK_TIMEOUT_SECONDS", 0.5)
         enable_webhook(owner, webhook_server.url)
         webhook_server.replies = [(200, 3.0)] * 3
-        trip_failure_limit(owner, agent, django_capture_on_commit_callbacks)
+        trip_failure_limit(owner, agent)
         started = time.monotonic()
-        attempts = notifications.deliver_pause_notice(pause_tasks()[0], sleep=lambda s: None)
+        attempts = notifications.deliver_pending_notices(sleep=lambda s: None)
         elapsed = time.monotonic() - started
         webhook = [(a.outcome, a.http_status) for a in attempts if a.channel == "webhook"]
         assert webhook == [("retrying", None), ("retrying", None), ("failed", None)]
@@ -197,9 +203,16 @@ class TestWebhookDelivery:
         schedule = attempts[-1].schedule
         assert schedule.status == "paused"  # a failing webhook changes nothing about the schedule
 
-    def test_repeated_permanent_failures_turn_the_webhook_off_with_a_note(
-        self, owner, agent, webhook_server, django_capture_on_commit_callbacks
-    ):
+    def test_a_retry_after_is_honoured_between_attempts(self, owner, agent, webhook_server):
+        enable_webhook(owner, webhook_server.url)
+        webhook_server.replies = [(503, 0, {"Retry-After": "7"}), (200, 0)]
+        slept: list[float] = []
+        trip_failure_limit(owner, agent)
+        attempts = notifications.deliver_pending_notices(sleep=slept.append)
+        assert [a.outcome for a in attempts if a.channel == "webhook"] == ["retrying", "delivered"]
+        assert slept and slept[0] >= 7  # the same retry policy as provider calls
+
+    def test_repeated_permanent_failures_turn_the_webhook_off_with_a_note(self, owner, agent, webhook_server):
         enable_webhook(owner, webhook_server.url)
         webhook_server.replies = [(404, 0)] * 5
         for _ in range(notifications.DISABLE_AFTER_PERMANENT_FAILURES):
@@ -260,12 +273,10 @@ def test_http_to_localhost_is_allowed_in_development_and_the_secret_is_shown_onc
     assert rotated != secret and notifications.settings_for(owner.pk).webhook_secret == rotated
 
 
-def test_the_webhook_body_is_json_with_the_documented_keys(
-    owner, agent, webhook_server, django_capture_on_commit_callbacks
-):
+def test_the_webhook_body_is_json_with_the_documented_keys(owner, agent, webhook_server):
     enable_webhook(owner, webhook_server.url)
-    trip_failure_limit(owner, agent, django_capture_on_commit_callbacks)
-    tasks.notify_pause(pause_tasks()[0])
+    trip_failure_limit(owner, agent)
+    tasks.notify()
     body = json.loads(webhook_server.received[0].body)
     assert set(body) == {
         "event",
@@ -302,3 +313,81 @@ def test_in_production_a_stored_url_that_now_resolves_privately_is_not_posted_to
     (attempt,) = [a for a in notifications.send_test_notification(owner) if a.channel == "webhook"]
     assert attempt.outcome == "failed" and "private or reserved" in attempt.detail
     assert webhook_server.received == []
+
+
+# -- the outbox --------------------------------------------------------------------------------
+
+
+def test_a_pause_committed_by_a_process_killed_at_once_is_delivered_by_the_next_run(
+    owner, agent, mailoutbox, webhook_server, transactional_db
+):
+    """The process that paused the schedule dies right after its commit (os._exit: no cleanup,
+    no on-commit hooks). Nothing was sent; the next `notify` sends once per channel."""
+    enable_webhook(owner, webhook_server.url)
+    schedule = make_schedule(owner, agent)
+    fail(materialize(schedule))
+    occurrence = materialize(schedule)
+    script = (
+        "import os, django; django.setup()\n"
+        "from tests.factories import fail\n"
+        "from schedules.models import Occurrence\n"
+        f"fail(Occurrence.objects.get(pk={occurrence.pk}))\n"
+        "os._exit(0)\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": database_url()}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, cwd=ROOT, timeout=60)
+
+    schedule.refresh_from_db()
+    assert schedule.status == "paused" and unsent_notices() == [schedule.pause_id]
+    tasks.notify()
+    tasks.notify()
+    assert len(mailoutbox) == 1 and len(webhook_server.received) == 1
+    rows = NotificationAttempt.objects.filter(schedule=schedule)
+    assert sorted((r.channel, r.outcome) for r in rows) == [("email", "delivered"), ("webhook", "delivered")]
+    assert unsent_notices() == []
+
+
+def test_a_delivery_abandoned_midway_is_finished_after_its_lease_without_repeating_a_channel(
+    owner, agent, mailoutbox, webhook_server
+):
+    enable_webhook(owner, webhook_server.url)
+    schedule = trip_failure_limit(owner, agent)
+    event = schedule.pause_events.get(action="pause")
+    # A worker claimed it, sent the email, tried the webhook once and died before retrying.
+    claimed_at = timezone.now() - notifications.NOTICE_LEASE - timedelta(seconds=1)
+    PauseEvent.objects.filter(pk=event.pk).update(notify_claimed_at=claimed_at)
+    for channel, outcome in (("email", "delivered"), ("webhook", "retrying")):
+        NotificationAttempt.objects.create(
+            owner=owner,
+            schedule=schedule,
+            pause_event=event,
+            channel=channel,
+            outcome=outcome,
+            created_at=claimed_at,
+        )
+    tasks.notify()
+    assert mailoutbox == []  # the email had gone out: not sent twice
+    assert len(webhook_server.received) == 1  # the webhook, which had not, is sent now
+    assert unsent_notices() == []
+
+
+def test_a_claim_still_within_its_lease_is_left_to_its_worker(owner, agent, mailoutbox):
+    schedule = trip_failure_limit(owner, agent)
+    PauseEvent.objects.filter(pk=schedule.pause_id).update(notify_claimed_at=timezone.now())
+    tasks.notify()
+    assert mailoutbox == [] and unsent_notices() == [schedule.pause_id]
+
+
+def test_two_workers_delivering_at_once_send_each_channel_once(owner, agent, mailoutbox, transactional_db):
+    trip_failure_limit(owner, agent)
+    race([tasks.notify, tasks.notify])
+    assert len(mailoutbox) == 1
+    assert NotificationAttempt.objects.filter(channel="email").count() == 1
+
+
+def test_the_audit_itself_cannot_be_changed_through_the_outbox(owner, agent):
+    from accounting.models import AppendOnlyError
+
+    schedule = trip_failure_limit(owner, agent)
+    with pytest.raises(AppendOnlyError):
+        PauseEvent.objects.filter(pk=schedule.pause_id).update(reason="owner")

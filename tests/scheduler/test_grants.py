@@ -36,7 +36,7 @@ def acting_as(kind: str) -> Iterator[None]:
             cursor.execute("RESET ROLE")
 
 
-def test_the_scheduler_role_can_tick_run_and_use_the_schedule_tools(owner):
+def test_the_scheduler_role_can_tick_run_notify_and_use_the_schedule_tools(owner):
     agent = make_agent("tool-user", model="sim-research", tools=["clock.now", "schedule.create"])
     schedule = make_schedule(owner, agent, run_at=timezone.now() + timedelta(minutes=1))
     with acting_as("scheduler"):
@@ -60,8 +60,14 @@ def test_the_scheduler_role_can_tick_run_and_use_the_schedule_tools(owner):
         )
         services.update_schedule(created, parse_update({"title": "From chat, renamed"}), by=owner, via="chat")
         execution.reap()
+        # The notice outbox: a self-pause claimed, sent and marked sent.
+        services.pause_for_invalid_definition(created, detail="test")
+        assert [a.channel for a in notifications.deliver_pending_notices()] == ["email"]
     schedule.refresh_from_db()
     assert schedule.status == "completed"
+    assert schedule.pause_events.filter(action="complete").exists()
+    created.refresh_from_db()
+    assert created.pause.notified_at is not None
 
 
 def test_the_web_role_can_act_for_owners_and_delete_a_schedule(owner, mailoutbox):

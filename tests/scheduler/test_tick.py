@@ -124,6 +124,8 @@ def test_a_one_time_schedule_missed_after_downtime_completes_without_running(own
     assert enqueued == [] and report.missed == 1
     schedule.refresh_from_db()
     assert schedule.status == "completed" and schedule.next_occurrence_at is None
+    (event,) = schedule.pause_events.all()
+    assert (event.action, event.actor, event.detail) == ("complete", None, "its only slot was missed")
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,5 @@
+"""The budget page: spend against the ceilings, open reservations, 30 days of daily spend."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
@@ -7,9 +9,9 @@ from django.views.decorators.http import require_GET
 
 from accounting import selectors
 from accounting.models import Reservation
+from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from schedules.models import Schedule
-from schedules.selectors import owner_timezone
 
 
 @require_GET

@@ -12,10 +12,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
+from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
-from schedules import notifications, selectors, services
-from schedules.forms import NotificationSettingsForm, ScheduleCreateForm, ScheduleUpdateForm
+from schedules import selectors, services
+from schedules.forms import ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
 from schedules.schemas import InvalidSchedule
 
@@ -23,21 +24,16 @@ from schedules.schemas import InvalidSchedule
 def _mine(request: HtmxRequest, pk: int) -> Schedule:
     """The owner's schedule with everything the status panel reads, or 404 (never 403)."""
     schedules = Schedule.objects.owned_by(request.user).select_related(
-        "current_revision__agent", "pause__actor", "owner__budget"
+        "current_revision__agent", "pause__actor"
     )
     return get_object_or_404(schedules, pk=pk)
-
-
-def _tz(schedule: Schedule) -> str:
-    budget = getattr(schedule.owner, "budget", None)
-    return budget.timezone if budget is not None else selectors.owner_timezone(schedule.owner_id)
 
 
 @require_GET
 @login_required
 @vary_on_headers("HX-Request")
 def schedule_list(request: HtmxRequest) -> HttpResponse:
-    tz = selectors.owner_timezone(request.user.pk)
+    tz = owner_timezone(request.user.pk)
     page = selectors.schedule_list(
         request.user.pk,
         tab=request.GET.get("status", "all"),
@@ -59,7 +55,7 @@ def _fragment(request: HtmxRequest) -> bool:
 @login_required
 def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = _mine(request, pk)
-    tz = _tz(schedule)
+    tz = owner_timezone(schedule.owner_id)
     detail = selectors.schedule_detail(schedule, tz)
     context = {"detail": detail, "panel": detail.panel, "pause_events": detail.pause_events, "owner_tz": tz}
     return render(request, "schedules/detail.html", context)
@@ -69,7 +65,7 @@ def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, c
     """HTMX: the swapped status panel with the notice in it. Plain POST: redirect with a message."""
     if request.htmx:
         schedule = _mine(request, schedule.pk)
-        tz = _tz(schedule)
+        tz = owner_timezone(schedule.owner_id)
         context = {
             "panel": selectors.status_panel(schedule, tz),
             "pause_events": selectors.pause_history(schedule),
@@ -129,7 +125,7 @@ def _preview(request: HtmxRequest, agent_name: str | None) -> dict[str, object]:
 def schedule_create(request: HtmxRequest) -> HttpResponse:
     agents = _agents()
     # A GET carrying fields is the no-JavaScript "show limits" round trip: keep what was typed.
-    initial = {"timezone": selectors.owner_timezone(request.user.pk), **request.GET.dict()}
+    initial = {"timezone": owner_timezone(request.user.pk), **request.GET.dict()}
     form = ScheduleCreateForm(request.POST or None, agents=agents, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
@@ -181,66 +177,3 @@ def schedule_edit(request: HtmxRequest, pk: int) -> HttpResponse:
             return _to_detail(request, updated)
     context = {"form": form, "schedule": schedule, "creating": False}
     return render(request, "schedules/form.html#form" if request.htmx else "schedules/form.html", context)
-
-
-# -- notification settings ------------------------------------------------------------------------
-
-
-@require_http_methods(["GET", "POST"])
-@login_required
-def notification_settings(request: HtmxRequest) -> HttpResponse:
-    channels = notifications.settings_for(request.user.pk)
-    initial = {"email_enabled": channels.email_enabled, "webhook_enabled": channels.webhook_enabled}
-    form = NotificationSettingsForm(
-        request.POST or None, initial={**initial, "webhook_url": channels.webhook_url}
-    )
-    secret = ""
-    if request.method == "POST" and form.is_valid():
-        try:
-            channels, secret = notifications.update_notification_settings(request.user, **form.cleaned_data)
-        except notifications.InvalidNotificationSettings as exc:
-            form.add_field_errors(exc.fields)
-        else:
-            messages.success(request, "Notification settings saved.")
-            if not secret:  # a new signing secret is shown on this response only
-                return redirect("schedules:settings")
-    return _settings_page(request, form, channels, secret)
-
-
-def _settings_page(
-    request: HtmxRequest, form: NotificationSettingsForm, channels: object, secret: str
-) -> HttpResponse:
-    attempts = selectors.notification_attempts(request.user.pk)
-    context = {"form": form, "channels": channels, "secret": secret, "attempts": attempts}
-    return render(request, "schedules/settings.html", context)
-
-
-@require_POST
-@login_required
-def rotate_webhook_secret(request: HtmxRequest) -> HttpResponse:
-    secret = notifications.rotate_webhook_secret(request.user)
-    messages.success(request, "A new signing secret is in force; the old one no longer verifies.")
-    channels = notifications.settings_for(request.user.pk)
-    form = NotificationSettingsForm(
-        initial={
-            "email_enabled": channels.email_enabled,
-            "webhook_enabled": channels.webhook_enabled,
-            "webhook_url": channels.webhook_url,
-        }
-    )
-    return _settings_page(request, form, channels, secret)
-
-
-@require_POST
-@login_required
-def send_test_notification(request: HtmxRequest) -> HttpResponse:
-    attempts = notifications.send_test_notification(request.user, attempts=1)
-    if not attempts:
-        messages.info(request, "Nothing was sent: turn on email or a webhook first.")
-    for attempt in attempts:
-        status = f" (HTTP {attempt.http_status})" if attempt.http_status else ""
-        outcome = attempt.get_outcome_display().lower()
-        text = f"Test {attempt.channel}: {outcome}{status}. {attempt.detail}".strip()
-        ok = attempt.outcome == attempt.Outcome.DELIVERED
-        messages.add_message(request, messages.SUCCESS if ok else messages.WARNING, text)
-    return redirect("schedules:settings")

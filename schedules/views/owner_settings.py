@@ -1,0 +1,73 @@
+"""The owner's notification settings: channels, the webhook's signing secret, a test notice."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from config.http import HtmxRequest
+from schedules import notifications, selectors
+from schedules.forms import NotificationSettingsForm
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def notification_settings(request: HtmxRequest) -> HttpResponse:
+    channels = notifications.settings_for(request.user.pk)
+    initial = {"email_enabled": channels.email_enabled, "webhook_enabled": channels.webhook_enabled}
+    form = NotificationSettingsForm(
+        request.POST or None, initial={**initial, "webhook_url": channels.webhook_url}
+    )
+    secret = ""
+    if request.method == "POST" and form.is_valid():
+        try:
+            channels, secret = notifications.update_notification_settings(request.user, **form.cleaned_data)
+        except notifications.InvalidNotificationSettings as exc:
+            form.add_field_errors(exc.fields)
+        else:
+            messages.success(request, "Notification settings saved.")
+            if not secret:  # a new signing secret is shown on this response only
+                return redirect("schedules:settings")
+    return _settings_page(request, form, channels, secret)
+
+
+def _settings_page(
+    request: HtmxRequest, form: NotificationSettingsForm, channels: object, secret: str
+) -> HttpResponse:
+    attempts = selectors.notification_attempts(request.user.pk)
+    context = {"form": form, "channels": channels, "secret": secret, "attempts": attempts}
+    return render(request, "schedules/settings.html", context)
+
+
+@require_POST
+@login_required
+def rotate_webhook_secret(request: HtmxRequest) -> HttpResponse:
+    secret = notifications.rotate_webhook_secret(request.user)
+    messages.success(request, "A new signing secret is in force; the old one no longer verifies.")
+    channels = notifications.settings_for(request.user.pk)
+    form = NotificationSettingsForm(
+        initial={
+            "email_enabled": channels.email_enabled,
+            "webhook_enabled": channels.webhook_enabled,
+            "webhook_url": channels.webhook_url,
+        }
+    )
+    return _settings_page(request, form, channels, secret)
+
+
+@require_POST
+@login_required
+def send_test_notification(request: HtmxRequest) -> HttpResponse:
+    attempts = notifications.send_test_notification(request.user, attempts=1)
+    if not attempts:
+        messages.info(request, "Nothing was sent: turn on email or a webhook first.")
+    for attempt in attempts:
+        status = f" (HTTP {attempt.http_status})" if attempt.http_status else ""
+        outcome = attempt.get_outcome_display().lower()
+        text = f"Test {attempt.channel}: {outcome}{status}. {attempt.detail}".strip()
+        ok = attempt.outcome == attempt.Outcome.DELIVERED
+        messages.add_message(request, messages.SUCCESS if ok else messages.WARNING, text)
+    return redirect("schedules:settings")
