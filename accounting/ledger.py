@@ -268,11 +268,18 @@ def record_usage(
 
 
 def record_run_accounted(
-    *, owner_id: int, schedule_id: int, run_id: int, payload: dict[str, Any], at: datetime | None = None
+    *,
+    owner_id: int,
+    schedule_id: int,
+    run_id: int,
+    payload: dict[str, Any],
+    at: datetime | None = None,
+    kind: str = AccountingEvent.Kind.RUN_ACCOUNTED,
 ) -> AccountingEvent:
-    """`schedule.run_accounted`: content-free; written with the run's terminal state."""
+    """`schedule.run_accounted` (content-free; written with the run's terminal state), or with
+    `kind` LATE_USAGE the usage of a response that arrived after it."""
     return AccountingEvent.objects.create(
-        event=AccountingEvent.Kind.RUN_ACCOUNTED,
+        event=kind,
         created_at=at or timezone.now(),
         owner_id=owner_id,
         schedule_id=schedule_id,

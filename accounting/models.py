@@ -11,18 +11,52 @@ import zoneinfo
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from accounting.money import USD_PLACES, format_money, parse_money
+from accounting.timezones import is_time_zone, parse_time_zone
+
+
+class MoneyFormField(forms.CharField):
+    """An amount typed into a form (the admin's budgets, ceilings and prices), read by the one
+    money parser: "5_0" or "5E+0" is a field error, never 50 or 5."""
+
+    def __init__(self, *, places: int = USD_PLACES, **kwargs: Any) -> None:
+        self.places = places
+        for key in ("max_digits", "decimal_places", "localize"):
+            kwargs.pop(key, None)
+        kwargs.setdefault("widget", forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> Decimal | None:  # type: ignore[override]
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return None
+        try:
+            return parse_money(text, str(self.label or "amount"), places=self.places)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def prepare_value(self, value: Any) -> Any:
+        return format_money(value) if isinstance(value, Decimal) else value
+
 
 class MoneyField(models.DecimalField):  # type: ignore[type-arg]
-    """USD as fixed-point with 6 decimal places (SPEC §2)."""
+    """USD as fixed-point with 6 decimal places (SPEC §2). In a form it is typed as text and read
+    by accounting.money, with `places` decimals allowed (2 for USD amounts, 6 for prices); the
+    database column is the same either way, so `places` is left out of migrations."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, places: int = USD_PLACES, **kwargs: Any) -> None:
+        self.places = places
         kwargs.setdefault("max_digits", 14)
         kwargs.setdefault("decimal_places", 6)
         super().__init__(*args, **kwargs)
+
+    def formfield(self, **kwargs: Any) -> Any:
+        return super().formfield(**{"form_class": MoneyFormField, "places": self.places, **kwargs})
 
 
 class AppendOnlyError(RuntimeError):
@@ -64,16 +98,14 @@ def owner_zone(name: str) -> zoneinfo.ZoneInfo:
     """A stored time zone name as a zone; UTC when it is not one (old data) instead of failing
     every page and admission for that owner. Which zone an owner has: accounting.selectors."""
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return parse_time_zone(name)
+    except ValueError:
         return zoneinfo.ZoneInfo("UTC")
 
 
 def validate_timezone(value: str) -> None:
-    try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ValidationError(f"{value!r} is not an IANA time zone (for example Europe/Riga).") from None
+    if not is_time_zone(value):
+        raise ValidationError(f"{str(value)[:64]!r} is not an IANA time zone (for example Europe/Riga).")
 
 
 class OwnerBudget(models.Model):
@@ -191,6 +223,9 @@ class AccountingEvent(AppendOnlyModel):
 
     class Kind(models.TextChoices):
         RUN_ACCOUNTED = "schedule.run_accounted", "schedule.run_accounted"
+        # A provider response that arrived after the run was accounted (its worker was frozen
+        # and reaped, or it was cancelled): the extra usage, so events sum to the run's counters.
+        LATE_USAGE = "schedule.late_usage_accounted", "schedule.late_usage_accounted"
 
     event = models.CharField(max_length=64, choices=Kind.choices)
     created_at = models.DateTimeField(db_index=True)

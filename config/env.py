@@ -7,18 +7,28 @@ its place. `ImproperlyConfigured` is what Django prints without a traceback-wort
 from __future__ import annotations
 
 import os
-import zoneinfo
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from accounting.money import parse_money
+from accounting.timezones import is_time_zone
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+_PLAIN_NUMBER = re.compile(r"^[0-9]{1,6}(?:\.[0-9]{1,6})?$")
+
+# Every variable the settings read. An agent may never name one of these as the environment
+# variable holding its API key (runs.models.Agent): that would send, say, DATABASE_URL to
+# whatever base URL the agent points at.
+READ: set[str] = set()
 
 
 def _raw(name: str) -> str | None:
+    READ.add(name)
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return None
@@ -61,15 +71,40 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return number
 
 
-def env_decimal(name: str, default: str, *, positive: bool = True) -> Decimal:
+def env_money(name: str, default: str) -> Decimal:
+    """A USD amount above zero, in the grammar every surface accepts (accounting.money)."""
     value = _raw(name) or default
     try:
-        number = Decimal(value)
-    except InvalidOperation:
-        raise ImproperlyConfigured(f"{name} must be a decimal amount such as 5.00, not {value!r}.") from None
-    if not number.is_finite() or (positive and number <= 0):
-        raise ImproperlyConfigured(f"{name} must be a finite amount above zero, not {value!r}.")
-    return number
+        amount = parse_money(value, name)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{exc} (for example 25.00), not {value!r}.") from None
+    if amount <= 0:
+        raise ImproperlyConfigured(f"{name} must be an amount above zero, not {value!r}.")
+    return amount
+
+
+def _plain_number(name: str, value: str, example: str) -> Decimal:
+    if not _PLAIN_NUMBER.match(value):
+        raise ImproperlyConfigured(f"{name} must be a plain number such as {example}, not {value!r}.")
+    return Decimal(value)
+
+
+def env_seconds(name: str, default: str) -> float:
+    """A duration in seconds above zero, such as 0.5."""
+    value = _raw(name) or default
+    seconds = _plain_number(name, value, "0.5")
+    if seconds <= 0:
+        raise ImproperlyConfigured(f"{name} must be above zero, not {value!r}.")
+    return float(seconds)
+
+
+def env_fraction(name: str, default: str) -> Decimal:
+    """A share from 0 up to (not including) 1, such as 0.10."""
+    value = _raw(name) or default
+    fraction = _plain_number(name, value, "0.10")
+    if fraction >= 1:
+        raise ImproperlyConfigured(f"{name} must be below 1 (0.10 is ten per cent), not {value!r}.")
+    return fraction
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -88,12 +123,8 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 
 def env_timezone(name: str, default: str) -> str:
     value = _raw(name) or default
-    try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ImproperlyConfigured(
-            f"{name} must be an IANA time zone such as Europe/Riga, not {value!r}."
-        ) from None
+    if not is_time_zone(value):
+        raise ImproperlyConfigured(f"{name} must be an IANA time zone such as Europe/Riga, not {value!r}.")
     return value
 
 

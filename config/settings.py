@@ -7,6 +7,7 @@ deployment-checklist setting, so `manage.py check --deploy` is clean.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -15,9 +16,11 @@ from config.env import (
     database_from_url,
     env_bool,
     env_choice,
-    env_decimal,
+    env_fraction,
     env_int,
     env_list,
+    env_money,
+    env_seconds,
     env_str,
     env_timezone,
     sqlite_database,
@@ -56,6 +59,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
     "accounting",
     "runs",
     "schedules",
@@ -63,14 +67,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.security_headers",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "config.middleware.refuse_nul_characters",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -120,6 +128,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling (django-axes): after SIGN_IN_FAILURE_LIMIT wrong passwords for one user name,
+# or from one address, that name or address is locked out for SIGN_IN_LOCKOUT_MINUTES. A correct
+# sign-in resets the count; an admin resets a lockout in the admin or with `manage.py axes_reset`.
+AXES_FAILURE_LIMIT = env_int("SIGN_IN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGN_IN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "schedules:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -130,7 +153,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 if not PRODUCTION:
     # Served straight from the apps' static folders, no collectstatic needed in development.
     WHITENOISE_USE_FINDERS = True
@@ -173,6 +196,8 @@ LOGGING = {
     "loggers": {
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # django-axes logs every failed sign-in at INFO; the lockouts themselves are WARNING.
+        "axes": {"level": "WARNING"},
         # django-q2 logs a line per enqueued task at INFO; a tick of thousands would flood the log.
         "django-q": {"level": env_choice("Q_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING"))},
     },
@@ -198,9 +223,9 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 DEFAULT_OWNER_TIME_ZONE = env_timezone("DEFAULT_OWNER_TIME_ZONE", "UTC")
 # Per-owner overrides live on accounting.OwnerBudget and are editable in the admin.
-SCHEDULE_COST_CEILING = env_decimal("SCHEDULE_COST_CEILING", "10.00")
-DAILY_COST_CEILING = env_decimal("DAILY_COST_CEILING", "25.00")
-MONTHLY_COST_CEILING = env_decimal("MONTHLY_COST_CEILING", "250.00")
+SCHEDULE_COST_CEILING = env_money("SCHEDULE_COST_CEILING", "10.00")
+DAILY_COST_CEILING = env_money("DAILY_COST_CEILING", "25.00")
+MONTHLY_COST_CEILING = env_money("MONTHLY_COST_CEILING", "250.00")
 
 SCHEDULE_GRACE_SECONDS = env_int("SCHEDULE_GRACE_SECONDS", 15 * 60, minimum=0)
 SCHEDULE_TICK_BATCH = env_int("SCHEDULE_TICK_BATCH", 500, minimum=1)
@@ -211,12 +236,12 @@ SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum
 INTERACTIVE_RESERVE_STEPS = env_int("INTERACTIVE_RESERVE_STEPS", 1, minimum=0)
 INTERACTIVE_RESERVE_MODEL_CALLS = env_int("INTERACTIVE_RESERVE_MODEL_CALLS", 1, minimum=0)
 INTERACTIVE_RESERVE_TOOL_CALLS = env_int("INTERACTIVE_RESERVE_TOOL_CALLS", 0, minimum=0)
-INTERACTIVE_RESERVE_COST_FRACTION = env_decimal("INTERACTIVE_RESERVE_COST_FRACTION", "0.10", positive=False)
+INTERACTIVE_RESERVE_COST_FRACTION = env_fraction("INTERACTIVE_RESERVE_COST_FRACTION", "0.10")
 
 PROVIDER_TIMEOUT_SECONDS = env_int("PROVIDER_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
 PROVIDER_MAX_RETRIES = env_int("PROVIDER_MAX_RETRIES", 3, minimum=0, maximum=10)
-PROVIDER_BACKOFF_BASE_SECONDS = float(env_decimal("PROVIDER_BACKOFF_BASE_SECONDS", "0.5"))
-PROVIDER_BACKOFF_CAP_SECONDS = float(env_decimal("PROVIDER_BACKOFF_CAP_SECONDS", "20"))
+PROVIDER_BACKOFF_BASE_SECONDS = env_seconds("PROVIDER_BACKOFF_BASE_SECONDS", "0.5")
+PROVIDER_BACKOFF_CAP_SECONDS = env_seconds("PROVIDER_BACKOFF_CAP_SECONDS", "20")
 
 RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
 RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
@@ -225,6 +250,15 @@ if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured("RUN_LEASE_SECONDS must be longer than RUN_HEARTBEAT_SECONDS.")
 
 SIMULATOR_ENABLED = env_bool("SIMULATOR_ENABLED", not PRODUCTION)
+
+# Outbound HTTP to URLs people choose (runs.outbound): in production only public addresses, and
+# the connection goes to the address that was checked. Hosts listed here skip the address check
+# (a self-hosted vLLM or Ollama on a private network).
+ALLOW_PRIVATE_ADDRESSES = env_bool("ALLOW_PRIVATE_ADDRESSES", not PRODUCTION)
+PROVIDER_ALLOWED_HOSTS = env_list("PROVIDER_ALLOWED_HOSTS", [])
+# An agent names the environment variable holding its API key; only names matching this glob,
+# and never one of the variables these settings read (config.env.READ).
+PROVIDER_API_KEY_PATTERN = env_str("PROVIDER_API_KEY_PATTERN", "*_API_KEY")
 
 HTTP_FETCH_ALLOWED_HOSTS = env_list("HTTP_FETCH_ALLOWED_HOSTS", [])
 HTTP_FETCH_MAX_BYTES = env_int("HTTP_FETCH_MAX_BYTES", 200_000, minimum=1)

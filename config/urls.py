@@ -10,7 +10,10 @@ from schedules import urls as dashboard
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("schedules.api.urls")),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    # The demo's hint about its printed passwords is shown in development only.
+    path(
+        "login/", auth_views.LoginView.as_view(extra_context={"demo": not settings.PRODUCTION}), name="login"
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("schedules.urls")),
     path("", include((dashboard.run_urls, "runs"))),

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -14,7 +14,14 @@ from accounting.admin import BoundedCountPaginator, ChoicesFilter, ReadOnlyAdmin
 from accounting.models import LedgerEntry
 from runs import services
 from runs.limits import InvalidLimits, validate_limits
-from runs.models import Agent, Conversation, Run, TranscriptEntry
+from runs.models import (
+    CREDENTIAL_PERMISSION,
+    Agent,
+    AgentCredentialChange,
+    Conversation,
+    Run,
+    TranscriptEntry,
+)
 
 
 class ProviderFilter(ChoicesFilter):
@@ -27,13 +34,17 @@ class ProviderFilter(ChoicesFilter):
     lookup = "provider"
 
 
-class AgentForm(ModelForm):  # type: ignore[type-arg]
-    base_url = forms.URLField(
-        required=False, assume_scheme="https", help_text=Agent._meta.get_field("base_url").help_text
-    )
+def _https_by_default(field: models.Field, **kwargs: Any) -> Any:  # type: ignore[type-arg]
+    """A URL typed without a scheme is https (Django 6.0's default, chosen now)."""
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return field.formfield(**kwargs)
 
+
+class AgentForm(ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = Agent
+        formfield_callback = _https_by_default
         fields = (
             "name",
             "provider",
@@ -56,9 +67,32 @@ class AgentForm(ModelForm):  # type: ignore[type-arg]
             raise ValidationError(list(exc.fields.values())) from None
 
 
+class CredentialChangeInline(admin.TabularInline):  # type: ignore[type-arg]
+    """The record of credential changes: who, when, old -> new (never a key, only its variable)."""
+
+    model = AgentCredentialChange
+    fields = ("changed_at", "changed_by", "field", "old_value", "new_value")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "credential changes"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Agents. Their provider, base URL and API-key setting are a separate power
+    (`change_agent_credentials`): without it they are read-only here, and adding an agent, which
+    sets them, needs it too. Every change to them is recorded below the agent."""
+
     form = AgentForm
+    inlines = [CredentialChangeInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = (
         "name",
         "provider",
@@ -73,6 +107,17 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revisions and runs refer to agents: retire one with is_active instead
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and request.user.has_perm(CREDENTIAL_PERMISSION)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if request.user.has_perm(CREDENTIAL_PERMISSION):
+            return ()
+        return Agent.CREDENTIAL_FIELDS
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        services.save_agent(obj, by=request.user)  # type: ignore[arg-type]
 
 
 BUSY = "“{title}” has a run in flight and was kept; cancel the run first."

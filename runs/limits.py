@@ -21,7 +21,7 @@ from pydantic import (
     field_validator,
 )
 
-from accounting.money import MAX_AMOUNT, format_money, parse_money
+from accounting.money import MAX_AMOUNT, MONEY_PLACES, USD_PLACES, format_money, parse_money
 
 Dimension = Literal["steps", "model_calls", "tool_calls", "cost"]
 # The order in which a reserve names its dimension (SPEC §3 rule 5).
@@ -29,6 +29,11 @@ DIMENSIONS: tuple[Dimension, ...] = ("steps", "model_calls", "tool_calls", "cost
 
 MAX_COUNT = 10_000
 MAX_COST = MAX_AMOUNT
+STORED = {"stored": True}  # validation context of values read back from the database
+
+
+def _places(info: ValidationInfo) -> int:
+    return MONEY_PLACES if (info.context or {}).get("stored") else USD_PLACES
 
 
 class RunLimits(BaseModel):
@@ -47,19 +52,16 @@ class RunLimits(BaseModel):
 
     @field_validator("max_cost", mode="before")
     @classmethod
-    def _max_cost_is_positive_money(cls, value: Any) -> Decimal:
-        money = parse_money(value, "max_cost")
+    def _max_cost_is_positive_money(cls, value: Any, info: ValidationInfo) -> Decimal:
+        money = parse_money(value, "max_cost", places=_places(info))
         if money <= 0:
             raise ValueError("max_cost must be above 0")
         return money
 
     @field_validator("synthesis_reserve_cost", mode="before")
     @classmethod
-    def _reserve_cost_is_money(cls, value: Any) -> Decimal:
-        money = parse_money(value, "synthesis_reserve_cost")
-        if money < 0:
-            raise ValueError("synthesis_reserve_cost must be at least 0")
-        return money
+    def _reserve_cost_is_money(cls, value: Any, info: ValidationInfo) -> Decimal:
+        return parse_money(value, "synthesis_reserve_cost", places=_places(info))
 
     @field_validator(
         "synthesis_reserve_steps",
@@ -102,7 +104,9 @@ class RunLimits(BaseModel):
 
     @classmethod
     def from_json(cls, data: Any) -> RunLimits:
-        return cls.model_validate(data)
+        """A stored value (a revision's, a run's): amounts our own code computed may have more
+        places than a person may type."""
+        return cls.model_validate(data, context=STORED)
 
 
 LIMIT_FIELDS: tuple[str, ...] = tuple(RunLimits.model_fields)

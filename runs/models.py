@@ -2,21 +2,83 @@
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from decimal import Decimal
 from typing import Any
 
+import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ValidationError
 from django.db import models
 
-from accounting.models import MoneyField
+from accounting.models import AppendOnlyModel, MoneyField
+from accounting.money import PRICE_PLACES
+from config import env
+from runs import outbound
 from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, Dimension, RunLimits
+
+CREDENTIAL_PERMISSION = "runs.change_agent_credentials"
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+
+
+def api_key_setting_problem(name: str) -> str:
+    """Why an agent may not read its API key from this environment variable ("" when it may).
+
+    The value of the variable is sent as a bearer key to the agent's base URL, so a name such as
+    DATABASE_URL or SECRET_KEY would hand that secret to whoever controls the URL: only names
+    matching the operator's pattern, and never one the settings themselves read."""
+    if not name:
+        return ""
+    pattern = settings.PROVIDER_API_KEY_PATTERN
+    if not _ENV_NAME.match(name):
+        return "must be an environment variable name in capitals, such as OPENAI_API_KEY"
+    if not fnmatch.fnmatchcase(name, pattern):
+        return f"must match {pattern} (the operator's PROVIDER_API_KEY_PATTERN)"
+    if name in env.READ:
+        return "names a variable the server's own settings read; it cannot hold an agent's key"
+    return ""
+
+
+def base_url_problem(url: str) -> str:
+    """Why an agent may not call this base URL ("" when it may): it must parse as it will be
+    sent; in production it must be https and public, unless its host is on PROVIDER_ALLOWED_HOSTS
+    (a self-hosted model on a private network)."""
+    if not url:
+        return ""
+    try:
+        parsed = httpx.URL(outbound.normalize_url(url, field="base_url"))
+    except outbound.UnsafeURL as exc:
+        return str(exc).removeprefix("base_url ")
+    allowed = parsed.host in settings.PROVIDER_ALLOWED_HOSTS
+    if settings.PRODUCTION and parsed.scheme != "https" and not allowed:
+        return "must use https:// (or name a host on PROVIDER_ALLOWED_HOSTS)"
+    if not settings.ALLOW_PRIVATE_ADDRESSES:
+        problem = outbound.host_problem(parsed.host, allowed_hosts=settings.PROVIDER_ALLOWED_HOSTS)
+        if problem:
+            return f"{problem} (list the host on PROVIDER_ALLOWED_HOSTS if that is intended)"
+    return ""
+
+
+def validate_api_key_setting(value: str) -> None:
+    if reason := api_key_setting_problem(value):
+        raise ValidationError(f"api_key_setting {reason}")
+
+
+def validate_base_url(value: str) -> None:
+    if reason := base_url_problem(value):
+        raise ValidationError(f"base_url {reason}")
 
 
 class Agent(models.Model):
     """A configured assistant. The API key is never stored: `api_key_setting` names the
-    environment variable that holds it."""
+    environment variable that holds it. Its credentials (provider, base URL, key setting) are a
+    power of their own: changing them needs CREDENTIAL_PERMISSION and is recorded in
+    AgentCredentialChange."""
+
+    CREDENTIAL_FIELDS = ("provider", "base_url", "api_key_setting")
 
     class Provider(models.TextChoices):
         OPENAI = "openai", "OpenAI-compatible Chat Completions"
@@ -27,15 +89,20 @@ class Agent(models.Model):
     provider = models.CharField(max_length=16, choices=Provider.choices)
     model = models.CharField(max_length=128)
     base_url = models.URLField(
-        blank=True, help_text="Provider endpoint. Blank: the provider's default (simulated: in-process)."
+        blank=True,
+        validators=[validate_base_url],
+        help_text="Provider endpoint. Blank: the provider's default (simulated: in-process).",
     )
     api_key_setting = models.CharField(
-        max_length=64, blank=True, help_text="Name of the environment variable holding the API key."
+        max_length=64,
+        blank=True,
+        validators=[validate_api_key_setting],
+        help_text="Name of the environment variable holding the API key, e.g. OPENAI_API_KEY.",
     )
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True, help_text='Enabled tool names, e.g. ["clock.now"].')
-    input_price_per_mtok = MoneyField(help_text="USD per million input tokens.")
-    output_price_per_mtok = MoneyField(help_text="USD per million output tokens.")
+    input_price_per_mtok = MoneyField(places=PRICE_PLACES, help_text="USD per million input tokens.")
+    output_price_per_mtok = MoneyField(places=PRICE_PLACES, help_text="USD per million output tokens.")
     default_limits = models.JSONField(help_text="RunLimits used when a caller gives none.")
     cost_limit = MoneyField(
         null=True, blank=True, help_text="Finite cost limit per run, USD; blank = no finite limit."
@@ -45,6 +112,9 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            ("change_agent_credentials", "Can change an agent's provider, base URL and API key setting")
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(input_price_per_mtok__gte=0, output_price_per_mtok__gte=0),
@@ -70,6 +140,26 @@ class Agent(models.Model):
             1_000_000
         )
         return cost.quantize(Decimal("0.000001"))
+
+
+class AgentCredentialChange(AppendOnlyModel):
+    """Who changed an agent's provider, base URL or API key setting, when, from what to what.
+    Never the key itself: only the name of the variable that holds it."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="credential_changes")
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_at = models.DateTimeField()
+    field = models.CharField(max_length=32)
+    old_value = models.CharField(max_length=500, blank=True)
+    new_value = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.field}: {self.old_value!r} → {self.new_value!r}"
 
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):

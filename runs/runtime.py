@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounting import ledger
-from runs import services
+from runs import outbound, services
 from runs.failures import (
     BudgetExhausted,
     Diagnostics,
@@ -49,6 +49,7 @@ from runs.providers.base import (
     ToolSpec,
     diagnostics,
 )
+from runs.signals import late_usage_recorded
 from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class _Loop:
         self.tools = tools_for(self.run.agent)
         self.specs = tuple(tool.spec() for tool in self.tools)  # a JSON schema export is not free
         self.history, self.seq = _history(self.run)
+        self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
         self.adapter = adapter_for(self.run.agent, self.client)
         own = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
@@ -181,10 +183,22 @@ class _Loop:
 
     def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
         """Ledger entry, counters of this run and its ancestors (with the tool calls about to
-        run), and the transcript up to this response: one transaction, one commit per step."""
+        run), and the transcript up to this response: one transaction, one commit per step.
+
+        A response that arrives after the run stopped being ours (the reaper failed it while the
+        worker was frozen, or it was cancelled) still cost money: its usage is recorded against
+        the run all the same, ledger and counters together, and `late_usage_recorded` lets the
+        schedule layer account it too, so counters, ledger and accounting events always agree.
+        Nothing else of it is kept, and the loop stops."""
         agent = self.run.agent
         cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
         step = self.run.steps + 1
+        counters = {
+            "steps": F("steps") + 1,
+            "model_calls": F("model_calls") + 1,
+            "cost": F("cost") + cost,
+            "tool_calls": F("tool_calls") + tool_calls,
+        }
         with transaction.atomic():
             ledger.record_usage(
                 owner_id=self.run.owner_id,
@@ -196,18 +210,25 @@ class _Loop:
                 output_tokens=response.usage.output_tokens,
                 cost=cost,
             )
-            Run.objects.filter(pk__in=[self.run.pk, *self.ancestors]).update(
-                steps=F("steps") + 1,
-                model_calls=F("model_calls") + 1,
-                cost=F("cost") + cost,
-                tool_calls=F("tool_calls") + tool_calls,
-            )
-            self.add(
-                self.entry(
-                    TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
+            ours = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING, attempt=self.attempt)
+            on_time = ours.update(**counters) == 1
+            if not on_time:
+                Run.objects.filter(pk=self.run.pk).update(**counters)
+            if self.ancestors:
+                Run.objects.filter(pk__in=self.ancestors).update(**counters)
+            if on_time:
+                self.add(
+                    self.entry(
+                        TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
+                    )
                 )
-            )
-            self.write_transcript()
+                self.write_transcript()
+            else:
+                self.run.refresh_from_db()
+                usage = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": cost}
+                late_usage_recorded.send(sender=Run, run=self.run, usage=usage)
+        if not on_time:
+            raise _Stopped  # after the commit: the late usage stays recorded
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,
             self.run.model_calls + 1,
@@ -368,7 +389,7 @@ def execute_run(
         client = client_for(run.agent)
         own_clients.append(client)
         if tools_http is None:
-            tools_http = httpx.Client(timeout=settings.HTTP_FETCH_TIMEOUT_SECONDS, follow_redirects=False)
+            tools_http = outbound.client(timeout=settings.HTTP_FETCH_TIMEOUT_SECONDS)
             own_clients.append(tools_http)
     active_client = client
     outcome: Outcome | None

@@ -9,10 +9,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -20,12 +22,49 @@ from django.utils import timezone
 from accounting import ledger
 from runs.failures import AdmissionDenied, Outcome, WorkerLost
 from runs.limits import RunLimits, with_reserves
-from runs.models import Agent, Conversation, Run, TranscriptEntry
+from runs.models import (
+    CREDENTIAL_PERMISSION,
+    Agent,
+    AgentCredentialChange,
+    Conversation,
+    Run,
+    TranscriptEntry,
+)
 from runs.signals import run_finished
 
 logger = logging.getLogger(__name__)
 
 MAX_FAILURE_MESSAGE = 2000
+CENT = Decimal("0.01")
+
+
+def save_agent(
+    agent: Agent, *, by: AbstractBaseUser, now: datetime | None = None
+) -> list[AgentCredentialChange]:
+    """Save an agent edited in the admin, new or changed. Giving it a provider, base URL or API-key
+    setting, or changing one, needs the credentials permission; each such change is recorded
+    (who, when, old -> new) in the same transaction. Returns the recorded changes."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        before = Agent.objects.select_for_update().filter(pk=agent.pk).first() if agent.pk else None
+        changes = [
+            AgentCredentialChange(
+                agent=agent,
+                changed_by_id=by.pk,
+                changed_at=now,
+                field=field,
+                old_value=str(getattr(before, field)) if before else "",
+                new_value=str(getattr(agent, field)),
+            )
+            for field in Agent.CREDENTIAL_FIELDS
+            if str(getattr(before, field) if before else "") != str(getattr(agent, field))
+        ]
+        if changes and not by.has_perm(CREDENTIAL_PERMISSION):  # type: ignore[attr-defined]
+            raise PermissionDenied(
+                "Changing an agent's provider, base URL or API key setting needs its own permission."
+            )
+        agent.save()
+        return AgentCredentialChange.objects.bulk_create(changes)
 
 
 class ConversationBusy(Exception):
@@ -38,7 +77,8 @@ def interactive_limits(agent: Agent) -> RunLimits:
     base = agent.limits
     if agent.cost_limit is not None and agent.cost_limit < base.max_cost:
         base = base.model_copy(update={"max_cost": agent.cost_limit})
-    cost_reserve = (base.max_cost * settings.INTERACTIVE_RESERVE_COST_FRACTION).quantize(Decimal("0.000001"))
+    # Whole cents, rounded down, so the reserve is an amount a person could have typed.
+    cost_reserve = (base.max_cost * settings.INTERACTIVE_RESERVE_COST_FRACTION).quantize(CENT, ROUND_DOWN)
     return with_reserves(
         base,
         steps=settings.INTERACTIVE_RESERVE_STEPS,

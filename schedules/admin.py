@@ -5,6 +5,7 @@ from typing import Any
 from django import forms
 from django.apps import apps
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -198,7 +199,7 @@ class ScheduleAdmin(BigTableAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         pin = path(
-            "<path:object_id>/pin/",
+            "<int:object_id>/pin/",
             self.admin_site.admin_view(self.pin_view),
             name="schedules_schedule_pin",
         )
@@ -214,7 +215,7 @@ class ScheduleAdmin(BigTableAdmin):
         extra = {**(extra_context or {}), "can_pin": request.user.has_perm(services.PIN_PERMISSION)}
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
-    def pin_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def pin_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """An explicit revision: edit, review the diff, confirm. Only with the pin permission."""
         if not request.user.has_perm(services.PIN_PERMISSION):
             raise PermissionDenied
@@ -324,11 +325,24 @@ class PauseEventAdmin(ReadOnlyAdmin):
 
 
 class ApiTokenForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A new token: for yourself (a superuser may choose anyone), with scopes its user holds."""
+
     scopes = forms.MultipleChoiceField(choices=ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple)
 
     class Meta:
         model = ApiToken
         fields = ("user", "name", "scopes")
+
+    by: Any = None  # who is asking; set per request by ApiTokenAdmin.get_form
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("user") is not None and cleaned.get("scopes"):
+            try:
+                tokens.check_token_request(cleaned["user"], list(cleaned["scopes"]), by=self.by)
+            except (tokens.InvalidScopes, tokens.NotYours) as exc:
+                self.add_error("scopes" if isinstance(exc, tokens.InvalidScopes) else "user", str(exc))
+        return cleaned
 
 
 @admin.register(ApiToken)
@@ -338,10 +352,24 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        """Your own tokens; a superuser sees everyone's."""
+        tokens_ = super().get_queryset(request)
+        return tokens_ if request.user.is_superuser else tokens_.filter(user_id=request.user.pk)
+
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = ApiTokenForm
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.by = request.user  # type: ignore[attr-defined]  # a class made for this request
+        return form
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "user" and not request.user.is_superuser:
+            kwargs["queryset"] = User.objects.filter(pk=request.user.pk or 0)
+            kwargs["initial"] = request.user.pk
+            kwargs["help_text"] = "A token is yours; only a superuser may create one for another user."
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
@@ -357,7 +385,10 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if change:
             return
         token, secret = tokens.create_api_token(
-            form.cleaned_data["user"], name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
+            form.cleaned_data["user"],
+            name=form.cleaned_data["name"],
+            scopes=form.cleaned_data["scopes"],
+            by=request.user,  # type: ignore[arg-type]
         )
         obj.pk = token.pk
         obj.refresh_from_db()

@@ -11,12 +11,13 @@ class SchedulesConfig(AppConfig):
     verbose_name = "Schedules"
 
     def ready(self) -> None:
-        from runs.signals import run_finished
+        from runs.signals import late_usage_recorded, run_finished
         from schedules import checks  # noqa: F401  (registers the system checks)
         from schedules.tasks import ensure_periodic_tasks
         from schedules.tools import register_schedule_tools
 
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
+        late_usage_recorded.connect(_record_late_usage, dispatch_uid="schedules.record_late_usage")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
 
@@ -27,3 +28,11 @@ def _record_run_outcome(sender: Any, run: Any, **kwargs: Any) -> None:
     if run.kind == "delegated" or "occurrence_id" not in run.conversation.metadata:
         return  # not a scheduled occurrence's run
     record_run_outcome(run)
+
+
+def _record_late_usage(sender: Any, run: Any, usage: dict[str, Any], **kwargs: Any) -> None:
+    from schedules.services import record_late_usage
+
+    if "occurrence_id" not in run.conversation.metadata:
+        return  # not a scheduled occurrence's run (a delegated child shares its conversation)
+    record_late_usage(run, usage)

@@ -34,7 +34,7 @@ from runs.limits import InvalidLimits, validate_limits
 from runs.models import Conversation, Run
 from runs.runtime import execute_run
 from schedules import recurrence
-from schedules.models import Occurrence, Schedule
+from schedules.models import Occurrence, Schedule, ScheduleRevision
 from schedules.services import complete_schedules, pause_for_invalid_definition
 
 logger = logging.getLogger(__name__)
@@ -86,13 +86,7 @@ def materialize_due(
     unpausable: list[int] = []
     while True:
         with transaction.atomic():
-            due = list(
-                Schedule.objects.due(now)
-                .exclude(pk__in=unpausable)
-                .select_for_update(skip_locked=True, of=("self",))
-                .select_related("current_revision", "current_revision__agent")
-                .order_by("next_occurrence_at", "id")[:batch]
-            )
+            due = _claim_due(now, batch, unpausable)
             in_flight = set(
                 Occurrence.objects.filter(
                     schedule_id__in=[s.pk for s in due],
@@ -135,6 +129,25 @@ def materialize_due(
             progress(report)
         if len(due) < batch:
             return report
+
+
+def _claim_due(now: datetime, batch: int, excluded: list[int]) -> list[Schedule]:
+    """Lock up to `batch` due schedules that no other tick holds, then read their revisions.
+
+    The bare rows are locked: a join in the locking query would be rechecked, for a schedule
+    edited since our snapshot, against its old revision and come back without one."""
+    due = list(
+        Schedule.objects.due(now)
+        .exclude(pk__in=excluded)
+        .select_for_update(skip_locked=True)
+        .order_by("next_occurrence_at", "id")[:batch]
+    )
+    revisions = ScheduleRevision.objects.select_related("agent").in_bulk(
+        [s.current_revision_id for s in due if s.current_revision_id]
+    )
+    for schedule in due:
+        schedule.current_revision = revisions.get(schedule.current_revision_id or 0)
+    return due
 
 
 @dataclass

@@ -49,7 +49,13 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "auth_user_user_permissions": FULL,
         "django_session": FULL,
         "django_admin_log": FULL,
+        # Sign-in throttling (django-axes) records attempts and lockouts.
+        "axes_accessattempt": FULL,
+        "axes_accessattemptexpiration": FULL,
+        "axes_accessfailurelog": FULL,
+        "axes_accesslog": FULL,
         "runs_agent": WRITE,
+        "runs_agentcredentialchange": APPEND,
         "runs_conversation": FULL,
         "runs_run": FULL,
         "runs_transcriptentry": FULL,

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
-import socket
 import time
 import uuid
 import zoneinfo
@@ -25,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -38,7 +35,8 @@ from django.utils import timezone
 
 from accounting.models import AccountingEvent
 from accounting.selectors import owner_timezone
-from runs.failures import Failure
+from runs import outbound
+from runs.failures import Diagnostics, Failure
 from runs.providers.base import ProviderError
 from runs.providers.classify import classify_response, classify_transport_error
 from runs.providers.retry import with_retries
@@ -72,42 +70,25 @@ def settings_for(owner_id: int) -> NotificationSettings:
 
 
 def check_webhook_url(url: str) -> str:
-    """An https URL; plain http only for localhost outside production."""
-    url = url.strip()
-    if not url:
+    """The URL as it will be sent (runs.outbound normalizes it): https, or plain http for
+    localhost outside production; never one with credentials in it; in production never one
+    that resolves to a private address. Raises InvalidNotificationSettings naming the field."""
+    if not url.strip():
         return ""
-    parts = urlsplit(url)
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if not url.strip().lower().startswith(("https://", "http://")):
         raise InvalidNotificationSettings({"webhook_url": "webhook_url must be an absolute https:// URL"})
-    if parts.scheme == "http" and not (local and not settings.PRODUCTION):
-        raise InvalidNotificationSettings(
-            {
-                "webhook_url": (
-                    "webhook_url must use https:// (plain http is allowed only for localhost in development)"
-                )
-            }
-        )
-    if parts.username or parts.password:
-        raise InvalidNotificationSettings(
-            {"webhook_url": "webhook_url must not carry a user name or password"}
-        )
-    if settings.PRODUCTION and (problem := private_address(parts.hostname)):
-        raise InvalidNotificationSettings({"webhook_url": f"webhook_url {problem}"})
-    return url
-
-
-def private_address(hostname: str) -> str:
-    """Why a webhook may not go to this host (it resolves to a private, loopback, link-local or
-    other non-public address: a notice must not become a probe of the internal network), or ""."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(hostname, None)}
-    except (socket.gaierror, UnicodeError):
-        return "has a host name that does not resolve"
-    for address in addresses:
-        if not ipaddress.ip_address(str(address).split("%")[0]).is_global:
-            return "points to a private or reserved network address"
-    return ""
+        normalized = outbound.normalize_url(url, field="webhook_url")
+    except outbound.UnsafeURL as exc:
+        raise InvalidNotificationSettings({"webhook_url": str(exc)}) from None
+    parsed = httpx.URL(normalized)
+    local = parsed.host in ("localhost", "127.0.0.1", "::1")
+    if parsed.scheme == "http" and not (local and not settings.PRODUCTION):
+        message = "webhook_url must use https:// (plain http is allowed only for localhost in development)"
+        raise InvalidNotificationSettings({"webhook_url": message})
+    if not settings.ALLOW_PRIVATE_ADDRESSES and (problem := outbound.host_problem(parsed.host)):
+        raise InvalidNotificationSettings({"webhook_url": f"webhook_url {problem}"})
+    return normalized
 
 
 def update_notification_settings(
@@ -308,7 +289,7 @@ def _deliver(
         _send_email(owner, notice, record)
     if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in skip:
         own = client is None
-        http = client or httpx.Client(timeout=WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False)
+        http = client or outbound.client(timeout=WEBHOOK_TIMEOUT_SECONDS)
         try:
             _send_webhook(channels, notice, http, record, sleep, attempts)
         finally:
@@ -376,8 +357,15 @@ def _send_webhook(
         "X-Schedules-Delivery": str(uuid.uuid4()),
         SIGNATURE_HEADER: sign(channels.webhook_secret, body),
     }
-    host = urlsplit(channels.webhook_url).hostname or ""
-    if settings.PRODUCTION and (problem := private_address(host)):  # checked again: DNS can change
+    try:
+        url = httpx.URL(outbound.normalize_url(channels.webhook_url, field="the webhook URL"))
+    except outbound.UnsafeURL as exc:  # saved before URLs were normalized at save
+        record(channel, NotificationAttempt.Outcome.FAILED, detail=f"permanent: {exc}")
+        _count_permanent_failure(channels, None)
+        return
+    # Checked again for a clear reason (DNS can change since the save); the connection itself is
+    # made only to the address its own check passed (runs.outbound), whatever DNS says next.
+    if not settings.ALLOW_PRIVATE_ADDRESSES and (problem := outbound.host_problem(url.host)):
         record(channel, NotificationAttempt.Outcome.FAILED, detail=f"permanent: the webhook URL {problem}")
         _count_permanent_failure(channels, None)
         return
@@ -387,11 +375,15 @@ def _send_webhook(
         nonlocal tries
         tries += 1
         try:
-            response = http.post(
-                channels.webhook_url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS
-            )
+            response = http.post(url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
         except httpx.TransportError as exc:
             raise classify_transport_error("webhook", exc) from None
+        except Exception as exc:  # anything else is a failed attempt, recorded, never a crash
+            raise ProviderError(
+                transient=False,
+                message=f"the request could not be sent ({type(exc).__name__})",
+                diagnostics=Diagnostics(provider="webhook"),
+            ) from None
         if 200 <= response.status_code < 300:
             return response
         raise classify_response("webhook", response.status_code, response.headers, None, code_from="code")

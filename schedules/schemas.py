@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
+from accounting.timezones import is_time_zone
 from runs.limits import LIMIT_FIELDS, RunLimits, field_errors
 from schedules import recurrence
 
@@ -60,11 +61,8 @@ def _check_prompt(value: str) -> str:
 
 
 def _check_timezone(value: str | None) -> str | None:
-    if value is not None:
-        try:
-            recurrence.parse_timezone(value)
-        except recurrence.InvalidRecurrence as exc:
-            raise ValueError(str(exc)) from None
+    if value is not None and not is_time_zone(value):
+        raise ValueError(f"{value[:64]!r} is not an IANA time zone (for example Europe/Riga)")
     return value
 
 

@@ -16,11 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounting import ledger
+from accounting.models import AccountingEvent
 from accounting.money import format_money
 from accounting.selectors import owner_timezone
 from runs.limits import RunLimits, validate_limits, with_reserves
 from runs.models import Agent, Run
-from schedules import recurrence
+from schedules import recurrence, tokens
 from schedules.models import Occurrence, PauseEvent, Schedule, ScheduleRevision
 from schedules.schemas import ExplicitRevision, InvalidSchedule, ScheduleCreate, ScheduleUpdate
 
@@ -32,7 +33,7 @@ CREATE_RESERVE_MODEL_CALLS = 2
 CREATE_RESERVE_TOOL_CALLS = 0
 CREATE_RESERVE_COST = Decimal("1.00")
 
-PIN_PERMISSION = "schedules.pin_revision"
+PIN_PERMISSION = tokens.PIN_PERMISSION
 MAX_RUN_AT_AHEAD = timedelta(days=5 * 366)
 
 
@@ -181,11 +182,19 @@ def _locked(schedule: Schedule) -> Schedule:
 
 def _locked_if(schedule: Schedule, *, status: str | None) -> Schedule | None:
     """The schedule's row, locked for this transaction, if it (still) has `status`; else None.
-    Taking the lock first is what makes a double click or a race one transition."""
-    rows = Schedule.objects.select_for_update(of=("self",)).select_related("current_revision")
+    Taking the lock first is what makes a double click or a race one transition.
+
+    The bare row is locked and its revision read afterwards: with a join in the locking query,
+    PostgreSQL rechecks a row that changed while we waited against the *old* joined revision,
+    and the writer that waited saw no current revision at all (STYLE §7, lock the row, not the
+    join). Read after the lock, the revision is the one the previous writer committed."""
+    rows = Schedule.objects.select_for_update()
     if status is not None:
         rows = rows.filter(status=status)
-    return rows.filter(pk=schedule.pk).first()
+    locked = rows.filter(pk=schedule.pk).first()
+    if locked is not None and locked.current_revision_id is not None:
+        locked.current_revision = ScheduleRevision.objects.get(pk=locked.current_revision_id)
+    return locked
 
 
 def update_schedule(
@@ -415,6 +424,32 @@ def run_accounted_payload(occurrence: Occurrence, run: Run) -> dict[str, Any]:
     }
 
 
+def record_late_usage(run: Run, usage: dict[str, Any], *, now: datetime | None = None) -> None:
+    """A scheduled run's provider response arrived after its outcome was accounted: account the
+    extra usage as `schedule.late_usage_accounted`, so the events of a run always sum to its
+    counters and its ledger entries. A delegated child's usage counts against the occurrence's
+    own run. Called inside the transaction that recorded the usage."""
+    while run.parent_id is not None:
+        run = Run.objects.get(pk=run.parent_id)
+    occurrence = Occurrence.objects.filter(run_id=run.pk).select_related("revision").first()
+    if occurrence is None:
+        return
+    payload = {
+        **run_accounted_payload(occurrence, run),
+        "event": AccountingEvent.Kind.LATE_USAGE.value,
+        "usage": {**usage, "cost": format_money(usage["cost"])},
+        "failure": None,
+    }
+    ledger.record_run_accounted(
+        owner_id=run.owner_id,
+        schedule_id=occurrence.schedule_id,
+        run_id=run.pk,
+        payload=payload,
+        at=now or timezone.now(),
+        kind=AccountingEvent.Kind.LATE_USAGE,
+    )
+
+
 def record_run_outcome(run: Run, *, now: datetime | None = None) -> Occurrence | None:
     """A scheduled run ended: record the occurrence outcome, count it, pause at the failure limit,
     complete a one-time schedule, and write `schedule.run_accounted`.
@@ -422,19 +457,11 @@ def record_run_outcome(run: Run, *, now: datetime | None = None) -> Occurrence |
     Called inside the transaction that writes the run's terminal state (runs.signals), so the
     event and the count can never disagree with the run. Not a scheduled run: does nothing.
     """
-    occurrence = (
-        Occurrence.objects.select_for_update(of=("self",))
-        .select_related("revision")
-        .filter(run_id=run.pk)
-        .first()
-    )
+    occurrence = Occurrence.objects.select_for_update().filter(run_id=run.pk).first()
     if occurrence is None:
         return None
-    schedule = (
-        Schedule.objects.select_for_update(of=("self",))
-        .select_related("current_revision")
-        .get(pk=occurrence.schedule_id)
-    )
+    schedule = _locked_if(Schedule(pk=occurrence.schedule_id), status=None)
+    assert schedule is not None  # the occurrence's foreign key keeps its schedule
     now = now or timezone.now()
     outcome = _OUTCOME_OF.get(run.status)
     if outcome is None:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 import httpx
 from django.conf import settings
 
-from runs.models import Agent
+from runs import outbound
+from runs.models import Agent, api_key_setting_problem
 from runs.providers.anthropic import AnthropicAdapter
-from runs.providers.base import Adapter, ModelRequest, ModelResponse, ProviderError
+from runs.providers.base import Adapter, ModelRequest, ModelResponse, ProviderError, diagnostics
 from runs.providers.openai import OpenAIAdapter
 from runs.providers.retry import backoff_delay, with_retries
 from runs.providers.simulated import transport as simulator_transport
@@ -29,10 +30,30 @@ def client_for(agent: Agent) -> httpx.Client:
     )
     if agent.provider == Agent.Provider.SIMULATED and not agent.base_url:
         return httpx.Client(transport=simulator_transport(), timeout=timeout)
-    return httpx.Client(timeout=timeout, follow_redirects=False)
+    return outbound.client(timeout=timeout, allowed_hosts=settings.PROVIDER_ALLOWED_HOSTS)
+
+
+class RefusedAdapter:
+    """An agent whose credentials may not be used: every request fails permanently, with the
+    reason, before anything is sent (an agent saved before today's rules, or edited in the database)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        raise ProviderError(transient=False, message=self.reason, diagnostics=diagnostics(self.name))
 
 
 def adapter_for(agent: Agent, client: httpx.Client) -> Adapter:
+    problem = api_key_setting_problem(agent.api_key_setting)
+    if problem:
+        return RefusedAdapter(agent.provider, f"The agent's api_key_setting {problem}; nothing was sent.")
+    if agent.base_url:
+        try:
+            outbound.normalize_url(agent.base_url, field="The agent's base_url")
+        except outbound.UnsafeURL as exc:
+            return RefusedAdapter(agent.provider, f"{exc}; nothing was sent.")
     # The key is read at call time from the environment and lives only in this adapter object.
     api_key = os.environ.get(agent.api_key_setting, "") if agent.api_key_setting else ""
     if agent.provider == Agent.Provider.ANTHROPIC:

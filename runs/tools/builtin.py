@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import zoneinfo
-from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs import outbound
 from runs.tools import Tool, ToolContext, ToolError, register
 
 
@@ -29,16 +29,19 @@ class FetchArguments(BaseModel):
 
 
 def http_fetch(arguments: FetchArguments, context: ToolContext) -> str:
-    parts = urlsplit(arguments.url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ToolError("url must be an absolute http(s) URL")
+    # Parsed by the code that sends it: a URL httpx cannot send (a tab, a bad port) is an error
+    # result the model can correct, never a failed run.
+    try:
+        url = httpx.URL(outbound.normalize_url(arguments.url, field="url"))
+    except outbound.UnsafeURL as exc:
+        raise ToolError(str(exc)) from None
     allowed = settings.HTTP_FETCH_ALLOWED_HOSTS
-    if parts.hostname not in allowed:
-        raise ToolError(f"host {parts.hostname!r} is not on the allow-list")
+    if url.host not in allowed:
+        raise ToolError(f"host {url.host!r} is not on the allow-list")
     limit = settings.HTTP_FETCH_MAX_BYTES
     try:
         with context.http.stream(
-            "GET", arguments.url, timeout=settings.HTTP_FETCH_TIMEOUT_SECONDS, follow_redirects=False
+            "GET", url, timeout=settings.HTTP_FETCH_TIMEOUT_SECONDS, follow_redirects=False
         ) as response:
             chunks: list[bytes] = []
             size = 0
@@ -49,7 +52,7 @@ def http_fetch(arguments: FetchArguments, context: ToolContext) -> str:
                     break
             status = response.status_code
             encoding = response.encoding or "utf-8"
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
         raise ToolError(f"fetch failed: {type(exc).__name__}") from None
     # NUL is replaced like any undecodable byte: PostgreSQL cannot store it in the transcript.
     text = b"".join(chunks)[:limit].decode(encoding, errors="replace").replace("\x00", "\ufffd")

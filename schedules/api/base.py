@@ -19,16 +19,21 @@ from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 from pydantic import BaseModel
 
+from accounting.money import MAX_AMOUNT, money_pattern
 from schedules.api.errors import error_response, install_error_handlers
 
 # Request bodies are parsed by schedules.schemas (so every surface words its errors alike); the
 # schema documents them from the same models.
 MONEY_INPUT: dict[str, Any] = {
     "anyOf": [
-        {"type": "string", "pattern": r"^\s*\d{1,5}(\.\d{1,6})?\s*$", "examples": ["5.00"]},
-        {"type": "integer", "minimum": 0, "maximum": 99999},
+        {"type": "string", "pattern": money_pattern(), "examples": ["5.00"]},
+        {"type": "integer", "minimum": 0, "maximum": int(MAX_AMOUNT) - 1},
     ],
-    "description": "USD as a decimal string (a JSON number with a fraction is refused: it is a float).",
+    "description": (
+        "USD as a decimal string: ASCII digits, at most one '.', at most 2 decimal places, below "
+        "100,000; no sign, exponent or separator (a JSON number with a fraction is refused: it is "
+        "a float)."
+    ),
 }
 
 

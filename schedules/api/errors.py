@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.db import IntegrityError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
@@ -141,7 +142,14 @@ def as_api_error(exc: object) -> ApiError | None:
         return body_too_large()
     if isinstance(exc, SuspiciousOperation):
         return ApiError(400, "bad_request", "The request could not be understood.")
+    if isinstance(exc, IntegrityError) or (isinstance(exc, OperationalError) and _is_deadlock(exc)):
+        # Writers on one schedule queue on its row lock; if two still collide, the loser is told.
+        return ApiError(409, "conflict", "The schedule changed while this request ran; reload and try again.")
     return None
+
+
+def _is_deadlock(exc: OperationalError) -> bool:
+    return getattr(getattr(exc, "__cause__", None), "sqlstate", "") in ("40P01", "40001")
 
 
 def handle_exception(request: HttpRequest, exc: Exception | type[Exception]) -> HttpResponse:

@@ -343,8 +343,10 @@ def get_run(request: HttpRequest, run_id: int) -> out.Run:
     tags=["accounting"],
     **documented(
         "read",
-        "`schedule.run_accounted` events, newest first; `?schedule=<id>` for one schedule's. They "
-        "are content-free and outlive the runs, conversations and schedules they describe.",
+        "`schedule.run_accounted` events (and `schedule.late_usage_accounted`, the usage of a "
+        "provider call that returned after its run was accounted), newest first; `?schedule=<id>` "
+        "for one schedule's. They are content-free and outlive the runs, conversations and "
+        "schedules they describe; a run's events sum to its usage.",
     ),
 )
 def list_accounting_events(
@@ -354,7 +356,7 @@ def list_accounting_events(
     limit: int = Limit,
 ) -> out.AccountingEventPage:
     user = user_of(request)
-    events = AccountingEventRow.objects.filter(event=AccountingEventRow.Kind.RUN_ACCOUNTED)
+    events = AccountingEventRow.objects.all()
     if not is_admin(user):
         events = events.filter(owner_id=user.pk)
     if schedule is not None:

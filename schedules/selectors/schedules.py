@@ -257,6 +257,7 @@ def revision_history(revisions: Sequence[ScheduleRevision]) -> list[RevisionEntr
 @dataclass(frozen=True)
 class EventEntry:
     event: AccountingEvent
+    late: bool  # the usage of a call that returned after the run was accounted
     status: str
     failure: Failure | None
     run_exists: bool
@@ -361,6 +362,7 @@ def _event(event: AccountingEvent, dimensions: Mapping[int, str]) -> EventEntry:
     run_id = event.run_id or 0
     return EventEntry(
         event=event,
+        late=event.event == AccountingEvent.Kind.LATE_USAGE,
         status=str(payload.get("status", "")),
         failure=Failure.from_payload(event.failure, dimensions.get(run_id, "")),
         run_exists=run_id in dimensions,

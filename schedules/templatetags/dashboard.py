@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zoneinfo
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -32,6 +32,7 @@ TONES: dict[str, str] = {
     "cancelled": "muted",
     "delivered": "ok",
     "retrying": "warn",
+    "late": "warn",
 }
 
 
@@ -145,3 +146,10 @@ def amount(value: Any) -> str:
     if number is None:
         return ""
     return format_money(number)
+
+
+@register.filter
+def minutes(value: timedelta) -> str:
+    """A timedelta as "15 minutes" (at least one)."""
+    count = max(1, round(value.total_seconds() / 60))
+    return f"{count} minute{'s' if count != 1 else ''}"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET
 
-from accounting import selectors
+from accounting import ledger, selectors
 from accounting.models import Reservation
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
@@ -17,15 +18,23 @@ from schedules.models import Schedule
 @require_GET
 @login_required
 def budget(request: HtmxRequest) -> HttpResponse:
-    """Spend against the ceilings (the top bar's `budget`), open reservations, and 30 days of
-    daily spend by schedule as a server-rendered SVG chart."""
+    """Spend against the ceilings, open reservations, and 30 days of daily spend by schedule as a
+    server-rendered SVG chart. The summary is the page's own, not the top bar's (which an HTMX
+    request does not get)."""
     tz = owner_timezone(request.user.pk)
+    summary = SimpleLazyObject(lambda: ledger.summarize(request.user.pk))
     chart = selectors.daily_spend(request.user.pk, tz)
     keys = [s.key for s in chart.series if s.key > 0]
     titles = dict(Schedule.objects.owned_by(request.user).filter(pk__in=keys).values_list("pk", "title"))
     names = {s.key: _series_name(s.key, titles) for s in chart.series}
     reservations: list[Reservation] = selectors.open_reservations(request.user.pk)
-    context = {"chart": chart, "names": names, "reservations": reservations, "owner_tz": tz}
+    context = {
+        "budget": summary,
+        "chart": chart,
+        "names": names,
+        "reservations": reservations,
+        "owner_tz": tz,
+    }
     return render(request, "accounting/budget.html", context)
 
 

@@ -49,10 +49,10 @@ def conversation_delete(request: HtmxRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation.objects.owned_by(request.user), pk=pk)
     if request.method == "GET":
         context = {"summary": selectors.deletion_summary(conversation)}
-        template = (
-            "runs/conversation_delete.html#confirm" if request.htmx else "runs/conversation_delete.html"
-        )
-        return render(request, template, context)
+        if not request.htmx:
+            return render(request, "runs/conversation_delete.html", context)
+        part = "slot" if "cancel" in request.GET else "confirm"  # Cancel puts the empty slot back
+        return render(request, f"runs/conversation_delete.html#{part}", context)
     try:
         count = services.delete_conversation(conversation)
     except services.ConversationBusy:

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.cache import cache
 from django.http import HttpResponse
 from django.test import Client
@@ -58,7 +58,18 @@ class Api:
 
 
 def token_for(user: User, *scopes: str) -> str:
-    _, secret = tokens.create_api_token(user, name="test", scopes=list(scopes or ALL_SCOPES))
+    """A token of `user` with `scopes`. A user without the pin permission can only hold a
+    pin_revision token made while they had it: the permission is granted for the creation and
+    withdrawn again, so the token models one whose user has since lost the permission."""
+    wanted = list(scopes or ALL_SCOPES)
+    if "pin_revision" in wanted and not user.has_perm("schedules.pin_revision"):
+        permission = Permission.objects.get(codename="pin_revision")
+        user.user_permissions.add(permission)
+        holder = User.objects.get(pk=user.pk)
+        _, secret = tokens.create_api_token(holder, name="test", scopes=wanted, by=holder)
+        user.user_permissions.remove(permission)
+        return secret
+    _, secret = tokens.create_api_token(user, name="test", scopes=wanted, by=user)
     return secret
 
 

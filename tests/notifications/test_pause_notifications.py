@@ -297,7 +297,7 @@ def test_the_webhook_body_is_json_with_the_documented_keys(owner, agent, webhook
     "url", ["https://127.0.0.1/hook", "https://10.0.0.5/hook", "https://169.254.169.254/latest"]
 )
 def test_in_production_a_webhook_to_a_private_address_is_refused(owner, settings, url):
-    settings.PRODUCTION = True
+    settings.PRODUCTION, settings.ALLOW_PRIVATE_ADDRESSES = True, False
     with pytest.raises(notifications.InvalidNotificationSettings) as refused:
         notifications.update_notification_settings(
             owner, email_enabled=False, webhook_enabled=True, webhook_url=url
@@ -309,7 +309,7 @@ def test_in_production_a_stored_url_that_now_resolves_privately_is_not_posted_to
     owner, settings, webhook_server
 ):
     enable_webhook(owner, webhook_server.url)  # accepted in development
-    settings.PRODUCTION = True
+    settings.PRODUCTION, settings.ALLOW_PRIVATE_ADDRESSES = True, False
     (attempt,) = [a for a in notifications.send_test_notification(owner) if a.channel == "webhook"]
     assert attempt.outcome == "failed" and "private or reserved" in attempt.detail
     assert webhook_server.received == []

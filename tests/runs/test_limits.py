@@ -27,9 +27,12 @@ def test_limits_round_trip_through_json_with_money_as_strings():
     assert isinstance(RunLimits.from_json(data).max_cost, Decimal)
 
 
-def test_sub_cent_money_keeps_its_places():
-    data = validate_limits({**VALID, "max_cost": "0.123456", "synthesis_reserve_cost": "0"}).to_json()
-    assert data["max_cost"] == "0.123456"
+def test_a_stored_sub_cent_amount_keeps_its_places_but_a_person_types_cents():
+    stored = {**VALID, "max_cost": "0.123456", "synthesis_reserve_cost": "0"}
+    assert RunLimits.from_json(stored).to_json()["max_cost"] == "0.123456"
+    with pytest.raises(InvalidLimits) as caught:
+        validate_limits(stored)
+    assert caught.value.fields["max_cost"] == "max_cost must have at most 2 decimal places"
 
 
 @pytest.mark.parametrize(
@@ -39,13 +42,19 @@ def test_sub_cent_money_keeps_its_places():
         ({"max_model_calls": 0}, "max_model_calls", "max_model_calls must be at least 1"),
         ({"max_tool_calls": -1}, "max_tool_calls", "max_tool_calls must be at least 0"),
         ({"max_cost": "0"}, "max_cost", "max_cost must be above 0"),
-        ({"max_cost": "-1"}, "max_cost", "max_cost must be above 0"),
-        ({"max_cost": "Infinity"}, "max_cost", "max_cost must be a finite amount"),
-        ({"max_cost": "NaN"}, "max_cost", "max_cost must be a finite amount"),
+        ({"max_cost": "-1"}, "max_cost", "max_cost must be written without a sign"),
+        ({"max_cost": "Infinity"}, "max_cost", 'max_cost must be an amount such as "5.00"'),
+        ({"max_cost": "NaN"}, "max_cost", 'max_cost must be an amount such as "5.00"'),
         ({"max_cost": 1e309}, "max_cost", "not a floating-point number"),
         ({"max_cost": 0.5}, "max_cost", "not a floating-point number"),
-        ({"max_cost": "five"}, "max_cost", 'max_cost must be a decimal amount such as "5.00"'),
-        ({"max_cost": "0.0000001"}, "max_cost", "at most 6 decimal places"),
+        ({"max_cost": "five"}, "max_cost", 'max_cost must be an amount such as "5.00"'),
+        ({"max_cost": "0.001"}, "max_cost", "max_cost must have at most 2 decimal places"),
+        ({"max_cost": "5_0"}, "max_cost", "max_cost must be written without separators"),
+        ({"max_cost": "5E+0"}, "max_cost", "max_cost must be written without an exponent"),
+        ({"max_cost": "\u0665.\u0660\u0660"}, "max_cost", "max_cost must be written with the digits 0-9"),
+        ({"max_cost": "\uff15.00"}, "max_cost", "max_cost must be written with the digits 0-9"),
+        ({"max_cost": "100000.00"}, "max_cost", "max_cost must be below 100,000 USD"),
+        ({"max_cost": "5."}, "max_cost", 'max_cost must be an amount such as "5.00"'),
         ({"max_steps": "10"}, "max_steps", "max_steps must be a whole number"),
         ({"max_steps": True}, "max_steps", "max_steps must be a whole number"),
         (
@@ -76,7 +85,7 @@ def test_sub_cent_money_keeps_its_places():
         (
             {"synthesis_reserve_cost": "-0.01"},
             "synthesis_reserve_cost",
-            "synthesis_reserve_cost must be at least 0",
+            "synthesis_reserve_cost must be written without a sign",
         ),
         ({"surprise": 1}, "surprise", "surprise is not a recognised field"),
     ],

@@ -142,6 +142,23 @@ def test_http_fetch_refuses_anything_but_an_absolute_http_url(owner, url):
     assert provider.fetches == []
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://example.com\t/", "non-printable"),
+        ("https://example.com:abc/", "Invalid port"),
+        ("https://\uff45xample.com/", "IDNA"),
+        ("https://user:pw@example.com/", "user name or password"),
+    ],
+)
+def test_an_unusable_fetch_url_is_an_error_result_and_the_run_goes_on(owner, url, problem):
+    run, seen, provider = _use(owner, OPENAI, ("http_fetch", {"url": url}), web=_page())
+
+    assert seen[0][1] is True and problem in seen[0][0]
+    assert provider.fetches == []
+    assert run.status == "completed"  # the model read the error and answered
+
+
 def test_http_fetch_with_an_empty_allow_list_fetches_nothing(owner, settings):
     settings.HTTP_FETCH_ALLOWED_HOSTS = []
     _, seen, provider = _use(owner, OPENAI, ("http_fetch", {"url": "https://example.com/"}), web=_page())

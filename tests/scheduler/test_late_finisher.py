@@ -1,0 +1,66 @@
+"""A worker frozen mid-call (SIGSTOP) is reaped `worker_lost`; when it wakes (SIGCONT) its
+provider call returns and costs money. That money is recorded against the run, and the run's
+counters, its ledger entries and its content-free accounting events still agree."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from accounting.models import AccountingEvent, LedgerEntry
+from runs.models import Run
+from schedules import execution
+from tests.factories import make_agent, make_schedule
+from tests.scheduler.conftest import read_log, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_a_worker_frozen_past_its_lease_is_reaped_and_its_late_call_is_still_accounted(
+    owner, spawn, settings
+):
+    settings.RUN_HEARTBEAT_SECONDS, settings.RUN_LEASE_SECONDS = 1, 2
+    schedule = make_schedule(
+        owner,
+        make_agent(model="sim-slow"),
+        prompt="Take your time: delay=4",
+        run_at=timezone.now() + timedelta(seconds=1),
+    )
+    time.sleep(1.1)
+    worker = spawn("tick", "--sync", env={"RUN_HEARTBEAT_SECONDS": "1", "RUN_LEASE_SECONDS": "2"})
+
+    def running() -> Run | None:
+        """the worker to start the run"""
+        return Run.objects.filter(status="running", heartbeat_at__isnull=False).first()
+
+    run = wait_for(running, timeout=30)
+    os.killpg(worker.pid, signal.SIGSTOP)  # frozen inside the provider call
+    try:
+        time.sleep(settings.RUN_LEASE_SECONDS + 1.5)
+        assert execution.reap() == [run.pk]
+    finally:
+        os.killpg(worker.pid, signal.SIGCONT)
+    worker.wait(timeout=60)
+
+    run.refresh_from_db()
+    assert (run.status, run.failure_reason) == ("failed", "worker_lost"), read_log(worker)
+    entries = LedgerEntry.objects.filter(run_id=run.pk)
+    assert entries.count() == 1  # the call the frozen worker finished after waking
+    spent = sum((e.cost for e in entries), Decimal(0))
+    assert spent > 0 and run.cost == spent and (run.steps, run.model_calls) == (1, 1)
+    events = list(AccountingEvent.objects.filter(run_id=run.pk).order_by("id"))
+    assert [e.event for e in events] == ["schedule.run_accounted", "schedule.late_usage_accounted"]
+    assert events[0].payload["usage"]["cost"] == "0.00"  # what the reaper saw
+    assert sum(Decimal(e.payload["usage"]["cost"]) for e in events) == run.cost
+    assert sum(e.payload["usage"]["steps"] for e in events) == run.steps
+    assert events[1].payload["failure"] is None and events[1].payload["status"] == "failed"
+    # Nothing else of the late response is kept: the run ended when it was reaped.
+    assert not run.transcript.filter(role="assistant").exists()
+    schedule.refresh_from_db()
+    assert schedule.consecutive_failures == 1  # counted once, by the reaper

@@ -1,0 +1,209 @@
+"""Every URL pattern of the product (dashboard, admin and its custom views, API), requested as
+nobody, as the owner, as another owner and as an admin, with and without HX-Request, with
+hostile values in every path parameter and in the query string: never a 5xx.
+
+The patterns are read from the URL resolver, so a route added later is crawled without anyone
+remembering to add it here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from schedules import tokens
+from tests.factories import fail, make_agent, make_schedule, make_user, materialize
+
+pytestmark = pytest.mark.django_db
+
+# Hostile values, already percent-encoded where they go into a URL.
+HOSTILE = [
+    "%00",  # NUL: PostgreSQL refuses it in text
+    "%ff",  # not UTF-8
+    "-1",
+    "0",
+    "9" * 30,  # beyond a bigint
+    quote("\u0663"),  # an Arabic-Indic digit three
+    quote("\uff13"),  # a fullwidth three
+    "abc",
+    "1%00",
+    "x" * 10_000,
+]
+QUERY_NAMES = [
+    "q",
+    "page",
+    "status",
+    "agent",
+    "cursor",
+    "limit",
+    "schedule",
+    "state",
+    "tab",
+    "kind",
+    "p",
+    "o",
+    "e",
+    "status__exact",
+    "kind__exact",
+    "failure_reason__exact",
+    "error_class__exact",
+    "outcome__exact",
+    "provider",
+    "last_failure_reason",
+    "last_error_class",
+    "last_provider",
+    "pause_reason",
+    "action__exact",
+    "reason__exact",
+    "path__exact",
+    "event__exact",
+    "channel__exact",
+    "is_test__exact",
+    "is_active__exact",
+    "created_at__gte",
+    "created_at__lt",
+    "_changelist_filters",
+    "next",
+    "title",
+    "prompt",
+    "cron",
+    "timezone",
+    "run_at",
+    "_popup",
+    "_to_field",
+]
+_CONVERTER = re.compile(r"<(?:(?P<kind>\w+):)?(?P<name>\w+)>")
+_GROUP = re.compile(r"\(\?P<(?P<name>\w+)>(?P<body>[^)]*)\)")
+
+
+def url_templates() -> list[str]:
+    """Every pattern as a path with `{}` where a parameter goes."""
+
+    def walk(patterns: list[Any], prefix: str) -> Iterator[str]:
+        for pattern in patterns:
+            text = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern.url_patterns, text)
+            elif isinstance(pattern, URLPattern):
+                yield text
+
+    templates = set()
+    for raw in walk(get_resolver().url_patterns, ""):
+        path = raw.replace("^", "").replace("$", "").replace("\\", "")
+        path = _CONVERTER.sub("{}", path)
+        # A regex group: its first alternative stands in for a real value (admin app labels).
+        path = _GROUP.sub(lambda m: m["body"].split("|")[0] if "|" in m["body"] else "{}", path)
+        templates.add("/" + path.replace(".*", "{}"))
+    return sorted(templates)
+
+
+def fills(template: str, real_ids: list[int]) -> list[str]:
+    if "{}" not in template:
+        return [template]
+    values = [str(i) for i in real_ids] + HOSTILE
+    return [template.replace("{}", value) for value in values]
+
+
+def hostile_query(index: int) -> str:
+    value = HOSTILE[index % len(HOSTILE)]
+    return "&".join(f"{name}={value}" for name in QUERY_NAMES)
+
+
+@pytest.fixture
+def people(db: None) -> dict[str, Client | None]:
+    owner = make_user("crawl-owner", tz="Europe/Riga")
+    other = make_user("crawl-other")
+    admin = make_user("crawl-admin", staff=True, pin=True)
+    User.objects.filter(pk=admin.pk).update(is_superuser=True)
+    clients: dict[str, Client | None] = {"anonymous": Client(raise_request_exception=False)}
+    for name, user in (("owner", owner), ("other", other), ("admin", User.objects.get(pk=admin.pk))):
+        client = Client(raise_request_exception=False)
+        client.force_login(user)
+        _, secret = tokens.create_api_token(user, name="crawl", scopes=["read", "write"], by=user)
+        client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {secret}"
+        clients[name] = client
+    return clients
+
+
+@pytest.fixture
+def world(people: dict[str, Client | None]) -> list[int]:
+    """Real objects, so that path parameters also hit rows that exist: the owner's schedule, its
+    failed run, that run's conversation (their ids double as ids of other kinds of object)."""
+    owner = User.objects.get(username="crawl-owner")
+    schedule = make_schedule(owner, make_agent("crawl-agent"))
+    run = fail(materialize(schedule))
+    return sorted({schedule.pk, run.pk, run.conversation_id})
+
+
+def crawl(client: Client, urls: list[str]) -> list[str]:
+    failures = []
+    for index, url in enumerate(urls):
+        separator = "&" if "?" in url else "?"
+        for target in (url, f"{url}{separator}{hostile_query(index)}"):
+            for headers in ({}, {"HX-Request": "true"}):
+                response = client.get(target, headers=headers)
+                if response.status_code >= 500:
+                    failures.append(f"GET {target[:120]} {headers} -> {response.status_code}")
+        if "logout" in url:
+            continue  # a POST there signs the crawler out: the rest would only see the login page
+        response = client.post(url, {name: HOSTILE[index % len(HOSTILE)] for name in QUERY_NAMES[:20]})
+        if response.status_code >= 500:
+            failures.append(f"POST {url[:120]} -> {response.status_code}")
+    return failures
+
+
+AREAS = {
+    "dashboard": lambda t: not t.startswith(("/admin/", "/api/")),
+    "api": lambda t: t.startswith("/api/"),
+    "admin": lambda t: t.startswith("/admin/"),
+}
+
+
+@pytest.mark.parametrize("who", ["anonymous", "owner", "other", "admin"])
+@pytest.mark.parametrize("area", list(AREAS))
+def test_no_url_answers_5xx_to_anyone_whatever_its_parameters(people, world, who, area):
+    client = people[who]
+    assert client is not None
+    templates = [t for t in url_templates() if AREAS[area](t)]
+    assert templates, f"no {area} URL patterns found"
+    urls = [url for template in templates for url in fills(template, world)]
+    assert crawl(client, urls) == []
+
+
+def test_the_crawler_stays_signed_in_to_the_end(people, world):
+    client = people["admin"]
+    assert client is not None
+    crawl(client, [url for template in url_templates() for url in fills(template, world)][:300])
+    assert client.get("/admin/").status_code == 200
+
+
+def test_the_crawler_sees_every_kind_of_route():
+    templates = url_templates()
+    for expected in ("/schedules/{}/", "/api/v1/runs/{}", "/admin/schedules/schedule/{}/pin/", "/budget/"):
+        assert expected in templates
+
+
+@pytest.mark.parametrize(
+    ("who", "url", "headers"),
+    [  # each answered 500 before
+        ("owner", "/?q=%00", {}),
+        ("owner", "/schedules/new/?agent=%00", {}),
+        ("owner", "/schedules/new/preview/?agent=%00", {}),
+        ("admin", "/admin/schedules/schedule/abc/pin/", {}),
+        ("admin", "/admin/schedules/schedule/1%00/pin/", {}),
+        ("admin", "/admin/schedules/schedule/?last_failure_reason=%00", {}),
+        ("admin", "/admin/runs/run/?status__exact=%00", {}),
+        ("owner", "/budget/", {"HX-Request": "true"}),
+    ],
+)
+def test_the_urls_that_once_answered_500(people, world, who, url, headers):
+    client = people[who]
+    assert client is not None
+    assert client.get(url, headers=headers, follow=True).status_code in (200, 400, 404)

@@ -1,0 +1,72 @@
+"""Guessing passwords stops working after a few tries: per user name and per address, with a
+clear message and a way for an admin to lift it."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+PASSWORD = "correct horse battery staple"
+
+
+def sign_in(
+    client: Client, username: str, password: str, *, address: str = "203.0.113.7", path: str = "/login/"
+):
+    return client.post(path, {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_after_five_wrong_passwords_even_the_right_one_is_refused_with_a_clear_message(settings):
+    user = make_user("olga")
+    client = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert sign_in(client, "olga", "wrong").status_code == 200  # the form again, with its error
+    assert sign_in(client, "olga", "wrong").status_code == 429  # the fifth trips the lock
+    response = sign_in(client, "olga", PASSWORD)
+    assert response.status_code == 429
+    assert "Sign-in paused" in response.text and "15 minutes" in response.text
+    assert "_auth_user_id" not in client.session
+    # From another address the name is still locked: per user name.
+    assert sign_in(Client(), "olga", PASSWORD, address="198.51.100.9").status_code == 429
+    assert user.is_active
+
+
+def test_many_names_tried_from_one_address_lock_that_address(settings):
+    make_user("olga")
+    client = Client()
+    for index in range(settings.AXES_FAILURE_LIMIT):
+        sign_in(client, f"guess{index}", "wrong")
+    assert sign_in(client, "olga", PASSWORD).status_code == 429
+    assert sign_in(Client(), "olga", PASSWORD, address="198.51.100.9").status_code == 302  # another address
+
+
+def test_a_correct_sign_in_resets_the_count(settings):
+    make_user("olga")
+    client = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        sign_in(client, "olga", "wrong")
+    assert sign_in(client, "olga", PASSWORD).status_code == 302
+    client.logout()
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        sign_in(client, "olga", "wrong")
+    assert sign_in(client, "olga", PASSWORD).status_code == 302
+
+
+def test_an_admin_can_lift_a_lockout(settings):
+    make_user("olga")
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        sign_in(Client(), "olga", "wrong")
+    assert sign_in(Client(), "olga", PASSWORD).status_code == 429
+    call_command("axes_reset_username", "olga", verbosity=0)
+    call_command("axes_reset_ip", "203.0.113.7", verbosity=0)
+    assert sign_in(Client(), "olga", PASSWORD).status_code == 302
+
+
+def test_the_admin_sign_in_is_throttled_too(settings):
+    make_user("ada", staff=True)
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        sign_in(Client(), "ada", "wrong", path="/admin/login/")
+    assert sign_in(Client(), "ada", PASSWORD, path="/admin/login/").status_code == 429
