@@ -61,7 +61,11 @@ def test_a_one_time_schedule_completes_after_its_only_occurrence_whatever_the_ou
     assert schedule.next_occurrence_at is None
     assert AccountingEvent.objects.get().payload["status"] == "failed"
     (event,) = schedule.pause_events.all()  # the completion is audited like a pause or a resume
-    assert (event.action, event.failures_at_event, event.detail) == ("complete", 1, "its only run ended failed")
+    assert (event.action, event.failures_at_event, event.detail) == (
+        "complete",
+        1,
+        "its only run ended failed",
+    )
 
 
 def test_the_event_carries_exactly_the_classification_and_usage(owner, agent):
