@@ -1,28 +1,46 @@
 """Cron recurrence computed in the schedule's own time zone, stored and compared in UTC.
 
-Why our own and not croniter: the contract for daylight-saving days is specific (SPEC §5). A 09:00
+The grammar is Vixie five-field cron as Debian cron and cronsim (healthchecks' cron library) read
+it: numbers, `*`, ranges, steps, lists, whole three-letter month and day names, 0 or 7 for Sunday.
+When both day fields are restricted (neither starts with `*`) a day matches if either matches;
+otherwise both must. Refused, each with its reason: `L`, `W`, `#`, `?`, a seconds field, `@`
+nicknames, empty steps and non-ASCII digits. Also accepted: a few plain forms ("daily at 09:00",
+"weekdays at 7:30", "every monday at 18:00", "hourly", "every 15 minutes"), translated to cron.
+
+Why our own parser and not cronsim's: we refuse more than cronsim accepts (it reads `L`, `W`, `#`
+and six fields), every refusal names the field and the reason (cronsim says "Bad day-of-month"),
+and `describe` needs the parsed fields, which cronsim does not publish. Its public interface, an
+iterator of datetimes, also handles daylight saving differently from SPEC §5 (below). So parsing
+and matching are ours, and tests/schedules/test_cron_differential.py proves them fire for fire
+equal to cronsim over random expressions, zones and instants, the DST rules below being the only
+differences it allows.
+
+Why our own DST mapping: the contract for daylight-saving days is specific (SPEC §5). A 09:00
 schedule runs at 09:00 local time on both sides of a change; a local time that does not exist
 (the spring-forward gap) runs at the first instant after the gap; a local time that happens twice
 (the autumn fold) runs once, at its first occurrence. Mapping wall-clock candidates to UTC that
 way is monotonic, so "the first candidate after a given instant" is a simple forward scan.
-
-Also accepted: a few plain forms ("daily at 09:00", "weekdays at 7:30", "every monday at 18:00",
-"hourly", "every 15 minutes"), translated to five-field cron.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 import zoneinfo
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
-from functools import lru_cache
+from datetime import MAXYEAR, UTC, date, datetime, time, timedelta
+from functools import cached_property, lru_cache
 
-MAX_SEARCH_DAYS = 366 * 5  # a cron expression with no slot in five years never fires ("0 0 30 2 *")
+# The Gregorian calendar repeats, weekdays included, every 400 years (146,097 days are exactly
+# 20,871 weeks). So a day pattern with no match in 400 years has none ever ("0 0 30 2 *"), and one
+# that has a match is found within 400 years from any date, however rare it is: Feb 29 across 2100
+# is eight years away, Feb 29 on a Sunday ("0 0 29 2 */7") up to 40.
+CALENDAR_CYCLE_MONTHS = 400 * 12
 
-_DAY_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
-_MONTH_NAMES = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _FULL_DAYS = {
     "monday": 1,
     "tuesday": 2,
@@ -32,10 +50,45 @@ _FULL_DAYS = {
     "saturday": 6,
     "sunday": 0,
 }
+# Other schedulers' extensions, refused by name so the owner learns why (Vixie cron has none).
+_EXTENSIONS = {
+    "L": "'L' (the last day or weekday of the month) is not supported",
+    "LW": "'LW' (the last weekday of the month) is not supported",
+    "W": "'W' (the weekday nearest a day) is not supported",
+    "?": "'?' is not supported; write '*'",
+}
+# The @ nicknames are refused rather than expanded so that the stored definition is always the
+# five fields that run; the refusal says which ones to write.
+_NICKNAMES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 
 
 class InvalidRecurrence(ValueError):
     """A cron expression, plain form or time zone that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class _Field:
+    label: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()
+    first_name: int = 0  # the number names[0] stands for
+    names_hint: str = ""
+
+
+_MINUTE = _Field("minute", 0, 59)
+_HOUR = _Field("hour", 0, 23)
+_DAY = _Field("day of month", 1, 31)
+_MONTH = _Field("month", 1, 12, _MONTH_NAMES, 1, " or a month name (jan-dec)")
+_WEEKDAY = _Field("day of week", 0, 7, _DAY_NAMES, 0, " or a day name (sun-sat)")  # 7 is Sunday too
 
 
 @dataclass(frozen=True)
@@ -46,71 +99,105 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday
+    # For the either/both rule of the day fields, a field counts as restricted unless it starts
+    # with "*", as in Vixie cron's code: "*/2" counts as unrestricted, though it picks odd days.
     days_restricted: bool
     weekdays_restricted: bool
 
-    def matches_date(self, day: date) -> bool:
-        if day.month not in self.months:
-            return False
-        in_days = day.day in self.days
-        in_weekdays = (day.isoweekday() % 7) in self.weekdays
+    def days_in(self, year: int, month: int) -> tuple[int, ...]:
+        """The days of a month that match, ascending."""
+        if month not in self.months:
+            return ()
+        first_weekday, length = calendar.monthrange(year, month)
+        return self._days_by_shape[first_weekday, length]
+
+    @cached_property
+    def _days_by_shape(self) -> dict[tuple[int, int], tuple[int, ...]]:
+        # Which days of a month match depends only on its length and the weekday of its 1st
+        # (calendar's, Monday = 0; day d then falls on cron's weekday (first + d) % 7, Sunday = 0):
+        # 28 shapes, computed once, so that scanning centuries of months is cheap.
+        return {
+            (first, length): tuple(d for d in range(1, length + 1) if self._matches(d, (first + d) % 7))
+            for first in range(7)
+            for length in range(28, 32)
+        }
+
+    def _matches(self, day: int, weekday: int) -> bool:
+        in_days = day in self.days
+        in_weekdays = weekday in self.weekdays
         # Vixie cron: when both day fields are restricted, either one matching is enough.
         if self.days_restricted and self.weekdays_restricted:
             return in_days or in_weekdays
         return in_days and in_weekdays
 
 
-def _parse_field(
-    text: str, low: int, high: int, names: list[str] | None, label: str
-) -> tuple[frozenset[int], bool]:
+def _parse_field(text: str, field: _Field) -> frozenset[int]:
+    for char in text:
+        if not char.isascii():
+            raise InvalidRecurrence(f"cron {field.label} field has {char!r}, which is not part of cron")
     values: set[int] = set()
-    restricted = text != "*"
+    for item in text.split(","):
+        values.update(_parse_item(item, field))
+    return frozenset(values)
 
-    def value_of(token: str) -> int:
-        lowered = token.lower()
-        if names and lowered[:3] in names and lowered.isalpha():
-            return names.index(lowered[:3]) + (low if label != "day of week" else 0)
-        if not token.isdigit():
-            raise InvalidRecurrence(f"cron {label} field has {token!r}, which is not a number")
+
+def _parse_item(item: str, field: _Field) -> range:
+    if not item:
+        raise InvalidRecurrence(f"cron {field.label} field has an empty list item")
+    if "#" in item:
+        raise InvalidRecurrence(
+            f"cron {field.label} field has {item!r}: '#' (the nth weekday of the month) is not supported"
+        )
+    base, slash, step_text = item.partition("/")
+    step = _step(step_text, item, field) if slash else 1
+    if base == "*":
+        return range(field.low, field.high + 1, step)
+    first, dash, last = base.partition("-")
+    start = _value(first, item, field)
+    if not dash:
+        # "N/step" runs from N to the end of the field, as in cronie, Debian cron and cronsim.
+        return range(start, (field.high if slash else start) + 1, step)
+    end = _value(last, item, field)
+    if start > end:
+        raise InvalidRecurrence(f"cron {field.label} range {base!r} runs backwards")
+    return range(start, end + 1, step)
+
+
+def _step(text: str, item: str, field: _Field) -> int:
+    if not text:
+        raise InvalidRecurrence(f"cron {field.label} field has {item!r}, whose step is empty")
+    if not text.isdigit() or int(text) == 0:
+        raise InvalidRecurrence(f"cron {field.label} step must be a positive number, not {text!r}")
+    return int(text)
+
+
+def _value(token: str, item: str, field: _Field) -> int:
+    if not token:
+        raise InvalidRecurrence(f"cron {field.label} field has {item!r}, which is missing a number")
+    if token.lower() in field.names:  # whole names only: "junk" is not June
+        return field.names.index(token.lower()) + field.first_name
+    if token.isdigit():  # ASCII only: _parse_field refused anything else
         number = int(token)
-        if label == "day of week" and number == 7:
-            return 0
-        if not low <= number <= high:
-            raise InvalidRecurrence(f"cron {label} must be between {low} and {high}, not {number}")
+        if not field.low <= number <= field.high:
+            raise InvalidRecurrence(
+                f"cron {field.label} must be between {field.low} and {field.high}, not {number}"
+            )
         return number
-
-    for part in text.split(","):
-        if not part:
-            raise InvalidRecurrence(f"cron {label} field has an empty list item")
-        base, _, step_text = part.partition("/")
-        step = 1
-        if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise InvalidRecurrence(f"cron {label} step must be a positive number, not {step_text!r}")
-            step = int(step_text)
-        if base == "*":
-            start, end = low, high
-        elif "-" in base:
-            first, _, last = base.partition("-")
-            start, end = value_of(first), value_of(last)
-            if label == "day of week" and last == "7":
-                end = 7
-            if start > end:
-                raise InvalidRecurrence(f"cron {label} range {base!r} runs backwards")
-        else:
-            start = value_of(base)
-            end = high if step_text else start
-        values.update(v % 7 if label == "day of week" else v for v in range(start, end + 1, step))
-    return frozenset(values), restricted
+    extension = _EXTENSIONS.get(token.upper().strip("0123456789"))
+    if extension:
+        raise InvalidRecurrence(f"cron {field.label} field has {item!r}: {extension}")
+    raise InvalidRecurrence(
+        f"cron {field.label} field has {token!r}, which is not a number{field.names_hint}"
+    )
 
 
-_PLAIN_TIME = r"(?P<hour>\d{1,2}):(?P<minute>\d{2})"
+_PLAIN_TIME = r"(?P<hour>[0-9]{1,2}):(?P<minute>[0-9]{2})"
 _PLAIN_FORMS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"^(?:daily|every day) at {_PLAIN_TIME}$"), "{minute} {hour} * * *"),
     (re.compile(rf"^(?:weekdays|every weekday) at {_PLAIN_TIME}$"), "{minute} {hour} * * 1-5"),
     (re.compile(rf"^every (?P<day>[a-z]+) at {_PLAIN_TIME}$"), "{minute} {hour} * * {day}"),
     (re.compile(r"^hourly$"), "0 * * * *"),
-    (re.compile(r"^every (?P<n>\d{1,2}) minutes$"), "*/{n} * * * *"),
+    (re.compile(r"^every (?P<n>[0-9]{1,2}) minutes$"), "*/{n} * * * *"),
     (re.compile(r"^every minute$"), "* * * * *"),
 ]
 
@@ -120,6 +207,11 @@ def normalize(text: str) -> str:
     cleaned = " ".join(text.strip().lower().split())
     if not cleaned:
         raise InvalidRecurrence("a recurrence is required, e.g. '0 9 * * *' or 'daily at 09:00'")
+    for char in cleaned:
+        # Python's int() reads Arabic-Indic and full-width digits and fails on superscripts;
+        # cron reads none of them.
+        if char.isnumeric() and not char.isascii():
+            raise InvalidRecurrence(f"{char!r} is not a digit cron reads: write numbers with 0-9")
     for pattern, template in _PLAIN_FORMS:
         match = pattern.match(cleaned)
         if not match:
@@ -140,28 +232,37 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
+def _nickname_refusal(word: str) -> InvalidRecurrence:
+    word = word.lower()
+    if word == "@reboot":
+        return InvalidRecurrence("@reboot is not supported: a schedule runs at set times, not at start-up")
+    if word in _NICKNAMES:
+        return InvalidRecurrence(f"{word} is not supported: write it as {_NICKNAMES[word]!r}")
+    return InvalidRecurrence(f"{word!r} is not supported: write five fields (minute hour day month weekday)")
+
+
 @lru_cache(maxsize=1024)
 def parse_cron(text: str) -> Cron:
     expression = normalize(text)
+    if expression.startswith("@"):
+        raise _nickname_refusal(expression.split()[0])
     fields = expression.split()
     if len(fields) != 5:
+        seconds = " (a seconds field is not supported)" if len(fields) == 6 else ""
         raise InvalidRecurrence(
-            f"cron needs five fields (minute hour day month weekday), not {len(fields)}: {expression!r}"
+            f"cron needs five fields (minute hour day month weekday), not {len(fields)}{seconds}: "
+            f"{expression!r}"
         )
-    minutes, _ = _parse_field(fields[0], 0, 59, None, "minute")
-    hours, _ = _parse_field(fields[1], 0, 23, None, "hour")
-    days, days_restricted = _parse_field(fields[2], 1, 31, None, "day of month")
-    months, _ = _parse_field(fields[3], 1, 12, _MONTH_NAMES, "month")
-    weekdays, weekdays_restricted = _parse_field(fields[4], 0, 7, _DAY_NAMES, "day of week")
+    minute, hour, day, month, weekday = fields
     return Cron(
         expression,
-        tuple(sorted(minutes)),
-        tuple(sorted(hours)),
-        days,
-        months,
-        weekdays,
-        days_restricted,
-        weekdays_restricted,
+        tuple(sorted(_parse_field(minute, _MINUTE))),
+        tuple(sorted(_parse_field(hour, _HOUR))),
+        _parse_field(day, _DAY),
+        _parse_field(month, _MONTH),
+        frozenset(value % 7 for value in _parse_field(weekday, _WEEKDAY)),
+        days_restricted=not day.startswith("*"),
+        weekdays_restricted=not weekday.startswith("*"),
     )
 
 
@@ -192,21 +293,32 @@ def local_to_utc(wall: datetime, zone: zoneinfo.ZoneInfo) -> datetime:
     return high.replace(microsecond=0)
 
 
+def _matching_dates(cron: Cron, start: date) -> Iterator[date]:
+    """The dates from `start` on that match, ascending, for one calendar cycle (see above)."""
+    year, month = start.year, start.month
+    for _ in range(CALENDAR_CYCLE_MONTHS + 1):
+        for day in cron.days_in(year, month):
+            if (year, month, day) >= (start.year, start.month, start.day):
+                yield date(year, month, day)
+        if (year, month) == (MAXYEAR, 12):
+            return
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+
+
 def next_slot(cron: Cron, zone: zoneinfo.ZoneInfo, after: datetime) -> datetime | None:
-    """The first slot strictly after `after` (aware), in UTC, or None if there is none in 5 years."""
+    """The first slot strictly after `after` (aware), in UTC, or None if the cron never fires."""
     local_after = after.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
     hours, minutes = cron.hours, cron.minutes
-    day = local_after.date()
-    for offset in range(MAX_SEARCH_DAYS):
-        if cron.matches_date(day):
-            first_day = offset == 0
-            for hour in hours[bisect_left(hours, local_after.hour) if first_day else 0 :]:
-                same_hour = first_day and hour == local_after.hour
-                for minute in minutes[bisect_left(minutes, local_after.minute) if same_hour else 0 :]:
-                    instant = local_to_utc(datetime.combine(day, time(hour, minute)), zone)
-                    if instant > after:
-                        return instant
-        day += timedelta(days=1)
+    for day in _matching_dates(cron, local_after.date()):
+        first_day = day == local_after.date()
+        for hour in hours[bisect_left(hours, local_after.hour) if first_day else 0 :]:
+            same_hour = first_day and hour == local_after.hour
+            for minute in minutes[bisect_left(minutes, local_after.minute) if same_hour else 0 :]:
+                # In the second pass of a fold the first candidates map to instants before
+                # `after` (they already ran in the first pass): skip them.
+                instant = local_to_utc(datetime.combine(day, time(hour, minute)), zone)
+                if instant > after:
+                    return instant
     return None
 
 

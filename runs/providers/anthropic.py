@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from runs.providers.base import Message, ModelRequest, ModelResponse, ToolCall
-from runs.providers.classify import classify_response, classify_transport_error
+from runs.providers.classify import classify_response, classify_transport_error, is_error_body
 from runs.providers.parsing import parse_usage, read_json
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -31,8 +31,11 @@ class AnthropicAdapter:
             raise classify_transport_error(self.name, exc) from None
         body = read_json(self.name, response)
         # A 200 can still carry an error event ({"type": "error", "error": {...}}).
-        if response.status_code != 200 or not isinstance(body, dict) or body.get("type") == "error":
-            raise classify_response(self.name, response.status_code, response.headers, body, code_from="type")
+        if response.status_code != 200 or is_error_body(body):
+            text = response.text if body is None else ""  # a proxy's HTML page, say
+            raise classify_response(
+                self.name, response.status_code, response.headers, body, code_from="type", text=text
+            )
         return self.parse(body)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:

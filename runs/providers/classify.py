@@ -2,12 +2,22 @@
 
 Order: no response -> `x-should-retry` -> HTTP status -> `error.type` / `error.code`. A
 `Retry-After` longer than the cap cannot be honoured inside a run, so it is permanent.
+
+Error bodies come in several shapes, and each is read: `{"error": {...}}` (OpenAI, Anthropic,
+Azure, OpenRouter, Groq, llama.cpp, LiteLLM), a list of those (Gemini's OpenAI-compatible
+endpoint), a flat `{"object": "error", "message": ...}` (vLLM, SGLang, Mistral), `{"error": "..."}`
+(Ollama, TGI with its `error_type`), FastAPI's and RFC 9457's `detail` / `title`, a bare
+`{"message": ...}`, and HTML or text pages from the proxies in front (Cloudflare, nginx, Envoy), of
+which only a short line is kept.
 """
 
 from __future__ import annotations
 
 import email.utils
+import html
+import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,14 +30,32 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 TRANSIENT_ERROR_TYPES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "rate_limit_exceeded", "server_error", "overloaded"}
 )
-_QUOTA_CODES = frozenset(
-    {"insufficient_quota", "credit_balance_exhausted", "billing_error", "billing_hard_limit_reached"}
+# Quota and billing: a 429 naming one of these cannot succeed by waiting seconds, only once someone
+# pays or the month turns. The one table of them: exact codes (LiteLLM's proxy says
+# "budget_exceeded"), then the families of spend and usage caps (OpenAI's and others'
+# "*_spend_limit_exceeded", Anthropic's tier cap "enforced_spend_limit_reached").
+QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "billing_not_active",
+        "credit_balance_exhausted",
+        "billing_error",
+        "billing_hard_limit_reached",
+        "budget_exceeded",
+    }
 )
-_QUOTA_PATTERN = re.compile(r"^[a-z0-9_]+_(spend|usage)_limit_exceeded$")
+QUOTA_CODE_FAMILIES = re.compile(
+    r"^(?:[a-z0-9_]+_)?(?:spend_limit_exceeded|spend_limit_reached|usage_limit_exceeded)$"
+)
+MAX_PAGE_LINE = 120  # of an HTML or text error page, what the failure message keeps
+MAX_STRUCTURED_MESSAGE = 500  # of a message that is itself JSON (Mistral's validation details)
 
 
 def is_quota_code(value: Any) -> bool:
-    return isinstance(value, str) and (value in _QUOTA_CODES or bool(_QUOTA_PATTERN.match(value)))
+    if not isinstance(value, str):
+        return False
+    lowered = value.lower()
+    return lowered in QUOTA_CODES or bool(QUOTA_CODE_FAMILIES.match(lowered))
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -54,23 +82,104 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def error_fields(body: Any) -> tuple[str, str, str, str]:
-    """(type, code, param, message) from an OpenAI- or Anthropic-shaped error body."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, str):
-        return "", "", "", error
+@dataclass(frozen=True)
+class ErrorFields:
+    """What an error body says, whatever its shape."""
+
+    kind: str = ""  # error.type
+    code: str = ""  # error.code, when it is text
+    status: int | None = None  # error.code, when it is an HTTP status (400-599)
+    param: str = ""
+    detail_code: str = ""  # error.details.error_code (Anthropic's tier spend cap)
+    message: str = ""
+
+
+def error_fields(body: Any) -> ErrorFields:
+    error = _error_object(body)
+    if isinstance(error, str):  # Ollama, TGI (with its error_type), gateways
+        kind = body.get("error_type") if isinstance(body, dict) else None
+        return ErrorFields(kind=_text(kind), message=error)
     if not isinstance(error, dict):
-        return "", "", "", ""
-    kind = error.get("type")
-    code = error.get("code")
-    param = error.get("param")
-    message = error.get("message")
-    return (
-        kind if isinstance(kind, str) else "",
-        code if isinstance(code, str) else "",
-        param if isinstance(param, str) else "",
-        message if isinstance(message, str) else "",
+        return ErrorFields(message=_problem_detail(body))
+    code, details = error.get("code"), error.get("details")
+    return ErrorFields(
+        kind=_text(error.get("type")),
+        code=_text(code),
+        status=code if _is_error_status(code) else None,
+        param=_text(error.get("param")),
+        detail_code=_text(details.get("error_code")) if isinstance(details, dict) else "",
+        message=_message(error.get("message")),
     )
+
+
+def is_error_body(body: Any) -> bool:
+    """Whether a 200 body reports a failure instead of an answer."""
+    if not isinstance(body, dict):
+        return True  # no answer is a list or a scalar (Gemini sends a list of errors)
+    if body.get("type") == "error" or body.get("object") == "error":
+        return True
+    if "error" not in body:
+        return False
+    # A router that fails once generation started (OpenRouter) may send the choices it had and
+    # an error whose code is the HTTP status that happened; that is a failure, not an answer.
+    return ("choices" not in body and "content" not in body) or error_fields(body).status is not None
+
+
+def _error_object(body: Any) -> Any:
+    if isinstance(body, list):  # Gemini's OpenAI-compatible endpoint: [{"error": {...}}]
+        body = body[0] if body else None
+    if not isinstance(body, dict):
+        return None
+    if body.get("object") == "error":  # vLLM, SGLang, Mistral: the body is the error
+        return body
+    return body.get("error")
+
+
+def _is_error_status(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _message(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):  # Mistral sends its validation details as the message
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))[:MAX_STRUCTURED_MESSAGE]
+    return ""
+
+
+def _problem_detail(body: Any) -> str:
+    """FastAPI's {"detail": "..."}, RFC 9457 problem details (NVIDIA's API catalog, Cloudflare) and
+    a bare {"message": "..."} (Mistral's gateway)."""
+    if not isinstance(body, dict):
+        return ""
+    for key in ("detail", "title", "message"):
+        if isinstance(body.get(key), str) and body[key]:
+            return str(body[key])
+    return ""
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_HEADING = re.compile(r"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def page_line(text: str) -> str:
+    """A short readable line from an error body that is not JSON: an HTML page's title (or its
+    first heading, or its text), or a text body's first line."""
+    head = text[:8192]
+    found = _TITLE.search(head) or _HEADING.search(head)
+    if found:
+        line = found.group(1)
+    elif "<" in head:
+        line = _TAG.sub(" ", head)
+    else:
+        line = head.strip().split("\n", 1)[0]
+    line = " ".join(html.unescape(_TAG.sub(" ", line)).split())
+    return line[:MAX_PAGE_LINE]
 
 
 def classify_transport_error(provider: str, exc: httpx.TransportError | httpx.DecodingError) -> ProviderError:
@@ -89,31 +198,42 @@ def classify_transport_error(provider: str, exc: httpx.TransportError | httpx.De
 
 
 def classify_response(
-    provider: str, status: int, headers: httpx.Headers, body: Any, *, code_from: str
+    provider: str, status: int, headers: httpx.Headers, body: Any, *, code_from: str, text: str = ""
 ) -> ProviderError:
     """A provider error response, classified. `code_from` is "code" for OpenAI-compatible
-    adapters (error.code, else error.type) and "type" for Anthropic (error.type)."""
-    kind, code, param, message = error_fields(body)
-    provider_code = (code or kind) if code_from == "code" else kind
+    adapters (error.code, else error.type) and "type" for Anthropic (error.type). `text` is the
+    body when it was not JSON (an HTML page from a proxy)."""
+    fields = error_fields(body)
+    if status == 200 and fields.status is not None:
+        # A router that had started generating reports the upstream's failure inside a 200
+        # (OpenRouter): the status in the body is the one that happened, and it is recorded.
+        status = fields.status
+    provider_code = (fields.code or fields.kind) if code_from == "code" else fields.kind
     retry_after = parse_retry_after(headers)
-    transient = _is_transient(status, headers, kind, code)
+    transient = _is_transient(status, headers, fields)
+    message = fields.message or _status_message(status, text)
     if transient and retry_after is not None and retry_after > RETRY_AFTER_CAP_SECONDS:
         transient = False
-        message = (message + " " if message else "") + f"(Retry-After {retry_after:.0f} s is above the cap.)"
+        message += f" (Retry-After {retry_after:.0f} s is above the cap.)"
     return ProviderError(
         transient=transient,
-        message=message or f"The provider answered HTTP {status}.",
-        diagnostics=diagnostics(provider, code=provider_code, status=status, parameter=param),
+        message=message,
+        diagnostics=diagnostics(provider, code=provider_code, status=status, parameter=fields.param),
         retry_after=retry_after,
     )
 
 
-def _is_transient(status: int, headers: httpx.Headers, kind: str, code: str) -> bool:
+def _status_message(status: int, text: str) -> str:
+    line = page_line(text) if text else ""
+    return f"The provider answered HTTP {status}" + (f": {line}." if line else ".")
+
+
+def _is_transient(status: int, headers: httpx.Headers, fields: ErrorFields) -> bool:
     should_retry = (headers.get("x-should-retry") or "").strip().lower()
     if should_retry in ("true", "false"):
         return should_retry == "true"
-    if status == 429:
-        return not (is_quota_code(code) or is_quota_code(kind))
+    if status in (200, 429) and any(map(is_quota_code, (fields.code, fields.kind, fields.detail_code))):
+        return False  # a spend cap or an unpaid bill: waiting seconds cannot help
     if status == 200:  # an error event inside a successful response
-        return kind in TRANSIENT_ERROR_TYPES or code in TRANSIENT_ERROR_TYPES
+        return fields.kind in TRANSIENT_ERROR_TYPES or fields.code in TRANSIENT_ERROR_TYPES
     return bool(status in TRANSIENT_STATUSES or status >= 500)
