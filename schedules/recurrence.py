@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from datetime import MAXYEAR, UTC, date, datetime, time, timedelta
 from functools import cached_property, lru_cache
 
+from accounting.timezones import parse_time_zone
+
 # The Gregorian calendar repeats, weekdays included, every 400 years (146,097 days are exactly
 # 20,871 weeks). So a day pattern with no match in 400 years has none ever ("0 0 30 2 *"), and one
 # that has a match is found within 400 years from any date, however rare it is: Feb 29 across 2100
@@ -267,10 +269,13 @@ def parse_cron(text: str) -> Cron:
 
 
 def parse_timezone(name: str) -> zoneinfo.ZoneInfo:
+    """An IANA zone (accounting.timezones: the one parser of zone names), or InvalidRecurrence."""
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise InvalidRecurrence(f"{name!r} is not an IANA time zone (for example Europe/Riga)") from None
+        return parse_time_zone(name)
+    except ValueError:
+        raise InvalidRecurrence(
+            f"{str(name)[:64]!r} is not an IANA time zone (for example Europe/Riga)"
+        ) from None
 
 
 def local_to_utc(wall: datetime, zone: zoneinfo.ZoneInfo) -> datetime:
