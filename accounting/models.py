@@ -192,6 +192,35 @@ class LedgerEntry(AppendOnlyModel):
         return f"{self.provider}/{self.model} USD {self.cost} (run {self.run_id})"
 
 
+class SpendRollup(models.Model):
+    """The ledger summed per owner and key (0: all their spend; a schedule id; -1: interactive
+    runs) per UTC quarter-hour, day or month. Maintained in the transaction of every ledger entry,
+    never by hand; `manage.py check_rollups` compares it with the ledger (accounting.rollups)."""
+
+    class Grain(models.TextChoices):
+        QUARTER = "q", "quarter-hour"
+        DAY = "d", "day"
+        MONTH = "m", "month"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    key = models.BigIntegerField()
+    grain = models.CharField(max_length=1, choices=Grain.choices)
+    start = models.DateTimeField()
+    cost = MoneyField()
+
+    class Meta:
+        constraints = [
+            # Covering (PostgreSQL): a local day or month of an owner is an index-only scan.
+            models.UniqueConstraint(
+                fields=["owner", "key", "grain", "start"], include=["cost"], name="rollup_bucket_unique"
+            ),
+            models.CheckConstraint(condition=models.Q(cost__gte=0), name="rollup_cost_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"owner {self.owner_id} key {self.key} {self.grain} {self.start:%Y-%m-%d %H:%M}"
+
+
 class Reservation(models.Model):
     """Cost held against the owner's ceilings while a run is in flight; released when it ends."""
 

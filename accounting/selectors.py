@@ -12,12 +12,13 @@ from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
 
 from django.conf import settings
-from django.db.models import Case, F, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models import Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from accounting import rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
-from accounting.models import LedgerEntry, OwnerBudget, Reservation, owner_zone
+from accounting.models import OwnerBudget, Reservation, SpendRollup, owner_zone
 
 
 def owner_timezone(owner_id: int) -> str:
@@ -27,28 +28,28 @@ def owner_timezone(owner_id: int) -> str:
     return zone or str(settings.DEFAULT_OWNER_TIME_ZONE)
 
 
-INTERACTIVE = -1  # chart bucket of spend outside any schedule
+INTERACTIVE = rollups.INTERACTIVE  # chart bucket of spend outside any schedule
 OTHER = 0  # chart bucket of the schedules outside the top few
 
 
 def cost_this_month(
     owner_id: int, schedule_ids: Iterable[int], tz: str, *, now: datetime | None = None
 ) -> dict[int, Decimal]:
-    """Spend per schedule in the owner's current calendar month (one query)."""
-    ids = list(schedule_ids)
+    """Spend per schedule in the owner's current calendar month (one query over the rollups)."""
+    ids = [i for i in schedule_ids if i > 0]
     if not ids:
         return {}
     zone = owner_zone(tz)
     start, end = month_bounds((now or timezone.now()).astimezone(zone).date(), zone)
     rows = (
-        LedgerEntry.objects.filter(
-            owner_id=owner_id, schedule_id__in=ids, created_at__gte=start, created_at__lt=end
-        )
-        .values("schedule_id")
+        SpendRollup.objects.filter(owner_id=owner_id, key__in=ids)
+        .filter(rollups.cover(start, end))
+        .values("key")
         .annotate(total=Sum("cost"))
-        .values_list("schedule_id", "total")
+        .values_list("key", "total")
+        .order_by()
     )
-    return {int(schedule_id): total or ZERO for schedule_id, total in rows}
+    return {int(key): total or ZERO for key, total in rows}
 
 
 def open_reservations(owner_id: int, *, limit: int = 20) -> list[Reservation]:
@@ -129,45 +130,43 @@ def nice_ceiling(value: Decimal) -> Decimal:
     return Decimal(10) * magnitude  # unreachable
 
 
-def _window(owner_id: int, start: datetime, end: datetime) -> QuerySet[LedgerEntry]:
-    return LedgerEntry.objects.filter(owner_id=owner_id, created_at__gte=start, created_at__lt=end)
-
-
 def daily_spend(
     owner_id: int, tz: str, *, days: int = 30, top: int = 5, now: datetime | None = None
 ) -> SpendChart:
-    """Spend per day (owner's zone) for the last `days` days, stacked by the `top` schedules
-    that spent most, the other schedules, and interactive runs (two queries)."""
+    """Spend per day (owner's zone) for the last `days` days, stacked by the `top` schedules that
+    spent most, the other schedules, and interactive runs (two queries over the rollups).
+
+    The leaders are ranked by their spend in the UTC months the window touches (month rollups:
+    one row per schedule and month, however busy); the bars themselves are exact per local day."""
     zone = owner_zone(tz)
     today = (now or timezone.now()).astimezone(zone).date()
     first = today - timedelta(days=days - 1)
     start, end = day_bounds(first, zone)[0], day_bounds(today, zone)[1]
-    window = _window(owner_id, start, end)
-    leaders = [
-        int(schedule_id)
-        for schedule_id in window.filter(schedule_id__isnull=False)
-        .values("schedule_id")
+    mine = SpendRollup.objects.filter(owner_id=owner_id)
+    leaders = list(
+        mine.filter(key__gt=0, grain=rollups.MONTH, start__gte=rollups.month_of(start), start__lt=end)
+        .values("key")
         .annotate(total=Sum("cost"))
-        .order_by("-total", "schedule_id")
-        .values_list("schedule_id", flat=True)[:top]
-        if schedule_id is not None
-    ]
-    bucket = Case(
-        When(schedule_id__in=leaders or [0], then=F("schedule_id")),
-        When(Q(schedule_id__isnull=True), then=Value(INTERACTIVE)),
-        default=Value(OTHER),
-        output_field=IntegerField(),
+        .order_by("-total", "key")
+        .values_list("key", flat=True)[:top]
     )
     rows = (
-        window.annotate(day=TruncDate("created_at", tzinfo=zone), bucket=bucket)
-        .values("day", "bucket")
+        mine.filter(key__in=[rollups.ALL, rollups.INTERACTIVE, *leaders])
+        .filter(rollups.quarters(start, end))
+        .annotate(day=TruncDate("start", tzinfo=zone))
+        .values("day", "key")
         .annotate(total=Sum("cost"))
-        .values_list("day", "bucket", "total")
+        .values_list("day", "key", "total")
+        .order_by()
     )
     amounts: dict[date, dict[int, Decimal]] = defaultdict(dict)
     for day, key, total in rows:
         amounts[day][int(key)] = total or ZERO
-    return _layout(first, days, leaders, amounts)
+    for per_key in amounts.values():  # "other schedules": what the leaders and interactive leave
+        rest = per_key.pop(rollups.ALL, ZERO) - sum(per_key.values(), ZERO)
+        if rest > 0:
+            per_key[OTHER] = rest
+    return _layout(first, days, [int(k) for k in leaders], amounts)
 
 
 def _layout(
