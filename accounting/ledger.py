@@ -275,6 +275,33 @@ def record_usage(
     return entry
 
 
+def usage_ctes(
+    *,
+    owner_id: int,
+    run_id: int,
+    schedule_id: int | None,
+    provider: str,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cost: Decimal,
+    at: datetime,
+) -> tuple[list[str], list[Any]]:
+    """`record_usage` as data-modifying CTEs (`ledger_entry`, `ledger_rollup`), for a caller that
+    writes them in one statement with its own rows (the run loop's step, on PostgreSQL: one round
+    trip, no explicit transaction). Same rows, same rollup arithmetic as record_usage."""
+    entry = LedgerEntry._meta.db_table
+    columns = "created_at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost"
+    rollup, params = rollup_sql(rollups.buckets(owner_id, schedule_id, at, cost))
+    ctes = [
+        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '  # noqa: S608 - our table
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id)",
+        f"ledger_rollup AS ({rollup} RETURNING 1)",
+    ]
+    values = [at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost]
+    return ctes, [*values, *params]
+
+
 def rollup_sql(rows: list[rollups.Bucket]) -> tuple[str, list[Any]]:
     """One statement adding each bucket's cost to its rollup row, creating the row if needed
     (PostgreSQL and SQLite alike). Rows are locked in the order given (rollups.buckets sorts)."""

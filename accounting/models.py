@@ -210,10 +210,9 @@ class SpendRollup(models.Model):
 
     class Meta:
         constraints = [
-            # Covering (PostgreSQL): a local day or month of an owner is an index-only scan.
-            models.UniqueConstraint(
-                fields=["owner", "key", "grain", "start"], include=["cost"], name="rollup_bucket_unique"
-            ),
+            # No covering INCLUDE of cost: an index on it would make every addition a non-HOT
+            # update (a new index entry per step); a read is a few hundred heap rows anyway.
+            models.UniqueConstraint(fields=["owner", "key", "grain", "start"], name="rollup_bucket_unique"),
             models.CheckConstraint(condition=models.Q(cost__gte=0), name="rollup_cost_non_negative"),
         ]
 

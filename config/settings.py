@@ -244,6 +244,9 @@ PROVIDER_BACKOFF_BASE_SECONDS = env_seconds("PROVIDER_BACKOFF_BASE_SECONDS", "0.
 PROVIDER_BACKOFF_CAP_SECONDS = env_seconds("PROVIDER_BACKOFF_CAP_SECONDS", "20")
 
 RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
+# On PostgreSQL a step (ledger, rollups, counters, transcript) is written in one statement; off:
+# the portable ORM path, as on SQLite.
+RUN_STEP_ONE_STATEMENT = env_bool("RUN_STEP_ONE_STATEMENT", True)
 RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 90, minimum=2)
 if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:

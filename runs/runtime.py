@@ -11,15 +11,17 @@ answer completes the run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -54,6 +56,7 @@ from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
 
 logger = logging.getLogger(__name__)
 
+RUN_STATE = ["status", "attempt", "steps", "model_calls", "tool_calls", "cost", "synthesis_dimension"]
 TOOL_CALL_ID_CHARS = 128  # TranscriptEntry.tool_call_id
 TOOL_NAME_CHARS = 64  # TranscriptEntry.tool_name
 TOOL_BUDGET_EXHAUSTED = (
@@ -135,10 +138,10 @@ class _Loop:
     # -- before a request ---------------------------------------------------------------------
 
     def check_still_ours(self) -> None:
+        """Before every request: stop if the run was cancelled or reaped meanwhile (by anyone,
+        a tool of the run included), and read the counters a delegated child may have moved."""
         attempt = self.run.attempt
-        self.run.refresh_from_db(
-            fields=["status", "attempt", "steps", "model_calls", "tool_calls", "cost", "synthesis_dimension"]
-        )
+        self.run.refresh_from_db(fields=RUN_STATE)
         if self.run.status != Run.Status.RUNNING or self.run.attempt != attempt:
             raise _Stopped
         self.check_time()
@@ -182,8 +185,9 @@ class _Loop:
         return min(asked, tool_calls_that_fit(self.limits, self.run.tool_calls))
 
     def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
-        """Ledger entry, counters of this run and its ancestors (with the tool calls about to
-        run), and the transcript up to this response: one transaction, one commit per step.
+        """Ledger entry and rollups, counters of this run and its ancestors (with the tool calls
+        about to run), and the transcript up to this response, all at once: one statement and one
+        round trip on PostgreSQL (`_write_step_sql`), one transaction elsewhere (`_write_step_orm`).
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
         worker was frozen, or it was cancelled) still cost money: its usage is recorded against
@@ -193,42 +197,35 @@ class _Loop:
         agent = self.run.agent
         cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
         step = self.run.steps + 1
-        counters = {
-            "steps": F("steps") + 1,
-            "model_calls": F("model_calls") + 1,
-            "cost": F("cost") + cost,
-            "tool_calls": F("tool_calls") + tool_calls,
+        usage = {
+            "owner_id": self.run.owner_id,
+            "run_id": self.run.pk,
+            "schedule_id": self.schedule_id,
+            "provider": agent.provider,
+            "model": agent.model,
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+            "cost": cost,
+            "at": timezone.now(),
         }
-        with transaction.atomic():
-            ledger.record_usage(
-                owner_id=self.run.owner_id,
-                run_id=self.run.pk,
-                schedule_id=self.schedule_id,
-                provider=agent.provider,
-                model=agent.model,
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
-                cost=cost,
-            )
-            ours = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING, attempt=self.attempt)
-            on_time = ours.update(**counters) == 1
-            if not on_time:
-                Run.objects.filter(pk=self.run.pk).update(**counters)
-            if self.ancestors:
-                Run.objects.filter(pk__in=self.ancestors).update(**counters)
-            if on_time:
-                self.add(
-                    self.entry(
-                        TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
-                    )
-                )
-                self.write_transcript()
-            else:
-                self.run.refresh_from_db()
-                usage = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": cost}
-                late_usage_recorded.send(sender=Run, run=self.run, usage=usage)
+        row, message = self.entry(
+            TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
+        )
+        rows = [*self.unwritten, row]
+        write = (
+            _write_step_sql
+            if connection.vendor == "postgresql" and settings.RUN_STEP_ONE_STATEMENT
+            else _write_step_orm
+        )
+        on_time = write(self, usage, tool_calls, rows)
+        self.unwritten = []
         if not on_time:
-            raise _Stopped  # after the commit: the late usage stays recorded
+            with transaction.atomic():
+                self.run.refresh_from_db()
+                late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": cost}
+                late_usage_recorded.send(sender=Run, run=self.run, usage=late)
+            raise _Stopped  # the late usage stays recorded
+        self.history.append(message)
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,
             self.run.model_calls + 1,
@@ -336,6 +333,78 @@ class _Loop:
             deadline=self.deadline,
             tools_http=self.tools_http,
         )
+
+
+# One step, one statement: the ledger's CTEs, then the counters of the run and its ancestors,
+# then the transcript rows, written only if the run is still this attempt's (`ours`).
+_STEP_SQL = """
+WITH {ledger},
+counted AS (
+    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
+        cost = cost + %s, tool_calls = tool_calls + %s
+    WHERE id = ANY(%s::bigint[])
+    RETURNING id, status, attempt
+),
+ours AS (SELECT 1 FROM counted WHERE id = %s AND status = %s AND attempt = %s::uuid),
+transcript AS (
+    INSERT INTO {transcript} (run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name,
+        is_error, created_at)
+    SELECT %s, t.seq, t.step, t.role, t.content, t.tool_calls::jsonb, t.tool_call_id, t.tool_name,
+        t.is_error, %s
+    FROM unnest(%s::int[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+        %s::bool[]) AS t(seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error)
+    WHERE EXISTS (SELECT 1 FROM ours)
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM ours)
+"""
+
+
+def _write_step_sql(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
+    """One step in one statement (PostgreSQL): the ledger's CTEs (accounting.ledger), the counters
+    of the run and its ancestors, and the transcript rows, the latter only if the run is still
+    this attempt's. Autocommit makes the statement its own transaction. Returns whether it was."""
+    ledger_ctes, params = ledger.usage_ctes(**usage)
+    sql = _STEP_SQL.format(
+        ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
+    )
+    params += [usage["cost"], tool_calls, [loop.run.pk, *loop.ancestors]]
+    params += [loop.run.pk, Run.Status.RUNNING, loop.attempt, loop.run.pk, usage["at"]]
+    params += [
+        [r.seq for r in rows],
+        [r.step for r in rows],
+        [r.role for r in rows],
+        [r.content for r in rows],
+        [json.dumps(r.tool_calls) for r in rows],
+        [r.tool_call_id for r in rows],
+        [r.tool_name for r in rows],
+        [r.is_error for r in rows],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        (on_time,) = cursor.fetchone()
+    return bool(on_time)
+
+
+def _write_step_orm(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
+    """The same step with the ORM, in one transaction: the portable path (SQLite)."""
+    counters = {
+        "steps": F("steps") + 1,
+        "model_calls": F("model_calls") + 1,
+        "cost": F("cost") + usage["cost"],
+        "tool_calls": F("tool_calls") + tool_calls,
+    }
+    with transaction.atomic():
+        ledger.record_usage(**usage)
+        ours = Run.objects.filter(pk=loop.run.pk, status=Run.Status.RUNNING, attempt=loop.attempt)
+        on_time = ours.update(**counters) == 1
+        if not on_time:
+            Run.objects.filter(pk=loop.run.pk).update(**counters)
+        if loop.ancestors:
+            Run.objects.filter(pk__in=loop.ancestors).update(**counters)
+        if on_time:
+            TranscriptEntry.objects.bulk_create(rows)
+    return on_time
 
 
 def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:

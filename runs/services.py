@@ -217,7 +217,9 @@ def finish_run(
             provider_parameter=diagnostics.provider_parameter,
             failure_message=failure.message[:MAX_FAILURE_MESSAGE],
         )
-    with transaction.atomic():
+    # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
+    # that transaction, and a failure rolls all of it back anyway.
+    with transaction.atomic(savepoint=False):
         in_flight = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
         if attempt is not None:
             in_flight = in_flight.filter(attempt=attempt)

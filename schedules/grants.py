@@ -33,6 +33,8 @@ _COMMON = {
     "auth_user_user_permissions": READ,
     "django_migrations": READ,
     "accounting_ledgerentry": APPEND,
+    # Added to with every ledger entry (in the worker, and by interactive starts on the web).
+    "accounting_spendrollup": WRITE,
     "accounting_accountingevent": APPEND,
     "runs_agent": READ,
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -56,9 +57,16 @@ class Tool:
         return self.name.replace(".", "_")
 
     def spec(self) -> ToolSpec:
-        schema = self.arguments.model_json_schema()
-        schema.pop("title", None)
-        return ToolSpec(name=self.wire_name, description=self.description, parameters=schema)
+        return _spec(self)
+
+
+@cache
+def _spec(tool: Tool) -> ToolSpec:
+    """A tool as offered to a model. Made once per process: exporting a JSON schema is not free,
+    and every run of every agent offers the same tools."""
+    schema = tool.arguments.model_json_schema()
+    schema.pop("title", None)
+    return ToolSpec(name=tool.wire_name, description=tool.description, parameters=schema)
 
 
 _REGISTRY: dict[str, Tool] = {}

@@ -57,3 +57,26 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
 def progress(label: str, done: int, total: int) -> None:
     end = "\n" if done >= total else "\r"
     print(f"  {label}: {done}/{total}", end=end, flush=True)
+
+
+def pgbench(url: str, clients: int, seconds: int, *extra: str) -> dict[str, float]:
+    """Run pgbench against `url` (its tables must exist: `pgbench_init`); tps and latency (ms)."""
+    import re
+    import subprocess
+
+    output = subprocess.run(
+        ["pgbench", "-n", "-c", str(clients), "-j", str(clients), "-T", str(seconds), *extra, url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    tps = re.search(r"tps = ([\d.]+)", output)
+    latency = re.search(r"latency average = ([\d.]+) ms", output)
+    assert tps and latency, output
+    return {"tps": float(tps.group(1)), "latency_ms": float(latency.group(1))}
+
+
+def pgbench_init(url: str) -> None:
+    import subprocess
+
+    subprocess.run(["pgbench", "-i", "-q", "-s", "1", url], capture_output=True, check=True)

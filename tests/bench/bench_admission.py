@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench._setup import bench_database
+from tests.bench._setup import pgbench as shared_pgbench
 
 
 def client(
@@ -48,15 +48,7 @@ def client(
 
 
 def pgbench(url: str, clients: int, seconds: int, *extra: str) -> float:
-    output = subprocess.run(
-        ["pgbench", "-n", "-c", str(clients), "-j", str(clients), "-T", str(seconds), *extra, url],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    match = re.search(r"tps = ([\d.]+)", output)
-    assert match, output
-    return float(match.group(1))
+    return shared_pgbench(url, clients, seconds, *extra)["tps"]
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from tests.runs.wire import (
     until_told,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowed")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowed", "step_write")]
 
 
 def _running() -> Run:
@@ -361,3 +361,39 @@ def test_an_interactive_run_is_admitted_like_any_run(owner):
         "admission_denied",
         "daily",
     )
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=str)
+def test_a_response_arriving_after_a_cancel_is_still_accounted_and_the_loop_stops(owner, wire):
+    """The owner cancels while the provider is answering: the answer's usage is recorded against
+    the run (money was spent), nothing else of it is kept, and the run stays cancelled."""
+
+    def answer_after_a_cancel(request: httpx.Request):
+        cancel_run(_running())
+        return wire.tools(("clock_now", {}))
+
+    provider = Provider(answer_after_a_cancel)
+    run = execute(owner, make_wire_agent(wire), provider)
+
+    assert run.status == "cancelled" and len(provider.requests) == 1
+    assert (run.steps, run.model_calls) == (1, 1) and run.cost == ledger_total(run) > 0
+    assert not run.transcript.filter(role="assistant").exists()
+
+
+def test_one_step_is_one_round_trip_on_postgresql(owner, step_write, django_assert_max_num_queries):
+    """Per step: the status check before the request and the write after it."""
+    if step_write != "one statement":
+        pytest.skip("the ORM path writes in a transaction of several statements")
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    provider = Provider(OPENAI.tools(("clock_now", {})), OPENAI.tools(("clock_now", {})), OPENAI.answer())
+    with CaptureQueriesContext(connection) as queries:
+        run = execute(owner, make_wire_agent(OPENAI), provider)
+    assert run.status == "completed" and run.steps == 3
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().startswith("WITH ledger_entry")]
+    assert len(writes) == run.steps
+    checks = [
+        q for q in queries.captured_queries if 'FROM "runs_run"' in q["sql"] and "SELECT" in q["sql"][:12]
+    ]
+    assert len(checks) <= run.steps + 2  # one status check per step (and the claim/finish reads)
