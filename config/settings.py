@@ -229,6 +229,9 @@ MONTHLY_COST_CEILING = env_money("MONTHLY_COST_CEILING", "250.00")
 
 SCHEDULE_GRACE_SECONDS = env_int("SCHEDULE_GRACE_SECONDS", 15 * 60, minimum=0)
 SCHEDULE_TICK_BATCH = env_int("SCHEDULE_TICK_BATCH", 500, minimum=1)
+# On PostgreSQL a tick batch's rows are written set-based (schedules.bulk); off: the portable
+# ORM path, as on SQLite.
+SCHEDULE_TICK_SET_BASED = env_bool("SCHEDULE_TICK_SET_BASED", True)
 SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum=1)
 
 # Interactive runs whose caller gives no limits (ADR-0115): reserves of 1 step, 1 model call,

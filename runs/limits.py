@@ -164,10 +164,11 @@ def describe_error(field: str, error: Any) -> str:
     return f"{field}: {error['msg']}"
 
 
-def validate_limits(data: Any) -> RunLimits:
-    """RunLimits from untrusted input, or InvalidLimits naming each bad field."""
+def validate_limits(data: Any, *, stored: bool = False) -> RunLimits:
+    """RunLimits from untrusted input (or, `stored`, a value read back from the database, whose
+    amounts may have more places than a person types), or InvalidLimits naming each bad field."""
     try:
-        return RunLimits.model_validate(data)
+        return RunLimits.model_validate(data, context=STORED if stored else None)
     except ValidationError as exc:
         raise InvalidLimits(field_errors(exc)) from None
 

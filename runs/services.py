@@ -162,24 +162,23 @@ def start_interactive_run(
         if conversation is None:
             conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
         run = create_run(owner_id, agent, prompt, conversation=conversation, limits=limits)
-        admit_runs([run])
+        admit_runs([ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)])
+        run.refresh_from_db()  # failed admission_denied if it did not fit
     return run
 
 
-def admit_runs(runs: list[Run], *, now: datetime | None = None) -> set[int]:
+def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | None = None) -> set[int]:
     """Admission of queued runs (SPEC §5), for the tick and for interactive starts alike: each
     run's max_cost is reserved against its owner's daily and monthly ceilings, in order, and a run
     that does not fit is failed `admission_denied` (counted like any failure; nothing reserved).
     Returns the ids of the admitted runs. Call it in the transaction that created the runs: if the
     reservations cannot be written, the runs are not either, so none starts without its money."""
-    requests = [ledger.ReservationRequest(run.owner_id, run.pk, run.run_limits.max_cost) for run in runs]
     refusals = ledger.reserve_many(requests, now=now)
-    for run in runs:
-        refusal = refusals.get(run.pk)
-        if refusal is not None:
-            failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)
-            finish_run(run, Outcome(status=Run.Status.FAILED, failure=failure))
-    return {run.pk for run in runs if run.pk not in refusals}
+    refused = Run.objects.select_related("conversation").in_bulk(list(refusals)) if refusals else {}
+    for run_id, refusal in refusals.items():
+        failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)
+        finish_run(refused[run_id], Outcome(status=Run.Status.FAILED, failure=failure))
+    return {request.run_id for request in requests if request.run_id not in refusals}
 
 
 def claim_run(run: Run) -> uuid.UUID | None:

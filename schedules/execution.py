@@ -21,6 +21,7 @@ import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -29,11 +30,12 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from django.utils.text import Truncator
 
+from accounting import ledger
 from runs import services as run_services
-from runs.limits import InvalidLimits, validate_limits
-from runs.models import Conversation, Run
+from runs.limits import InvalidLimits, RunLimits, validate_limits
+from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.runtime import execute_run
-from schedules import recurrence
+from schedules import bulk, recurrence
 from schedules.models import Occurrence, Schedule, ScheduleRevision
 from schedules.services import complete_schedules, pause_for_invalid_definition
 
@@ -142,9 +144,12 @@ def _claim_due(now: datetime, batch: int, excluded: list[int]) -> list[Schedule]
         .select_for_update(skip_locked=True)
         .order_by("next_occurrence_at", "id")[:batch]
     )
-    revisions = ScheduleRevision.objects.select_related("agent").in_bulk(
+    revisions = ScheduleRevision.objects.in_bulk(
         [s.current_revision_id for s in due if s.current_revision_id]
     )
+    agents = Agent.objects.in_bulk({r.agent_id for r in revisions.values()})  # a few, shared by many
+    for revision in revisions.values():
+        revision.agent = agents[revision.agent_id]
     for schedule in due:
         schedule.current_revision = revisions.get(schedule.current_revision_id or 0)
     return due
@@ -159,16 +164,18 @@ class _Plan:
     run_slot: datetime | None  # the newest due slot, if within its grace window
     skip: bool  # the previous run is still in flight
     following: datetime | None
+    max_cost: Decimal  # what admission reserves
 
 
-def _check_definition(schedule: Schedule) -> None:
+def _check_definition(schedule: Schedule) -> RunLimits:
+    """The schedule's pinned limits, if it can be run as defined; else InvalidDefinition."""
     revision = schedule.current_revision
     if revision is None:
         raise InvalidDefinition("the schedule has no revision")
     if not revision.agent.is_active:
         raise InvalidDefinition(f"its agent {revision.agent.name!r} is retired")
     try:
-        validate_limits(revision.limits)
+        limits = validate_limits(revision.limits, stored=True)
     except InvalidLimits as exc:
         raise InvalidDefinition(f"its pinned limits no longer validate: {exc}") from None
     try:
@@ -177,10 +184,11 @@ def _check_definition(schedule: Schedule) -> None:
             recurrence.parse_cron(revision.cron)
     except recurrence.InvalidRecurrence as exc:
         raise InvalidDefinition(str(exc)) from None
+    return limits
 
 
 def _plan(schedule: Schedule, *, now: datetime, in_flight: bool) -> _Plan:
-    _check_definition(schedule)
+    limits = _check_definition(schedule)
     revision = schedule.revision
     first = schedule.next_occurrence_at
     assert first is not None
@@ -205,46 +213,32 @@ def _plan(schedule: Schedule, *, now: datetime, in_flight: bool) -> _Plan:
         run_slot=None if late else newest,
         skip=in_flight,
         following=following,
+        max_cost=limits.max_cost,
     )
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A runnable slot as written: its occurrence and its queued run."""
+
+    occurrence_id: int
+    run_id: int
+    owner_id: int
+    max_cost: Decimal
 
 
 def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickReport) -> None:
-    """The batch's writes, in bulk: occurrences, queued runs in new conversations, admission
+    """The batch's writes: occurrences (missed, skipped, and one per runnable slot with a new
+    conversation, a queued run with the revision's complete limits and its prompt), admission
     (reservations), tasks, and the schedules' next slots. `report` changes only on success."""
-    missed = [
-        Occurrence(
-            schedule=p.schedule,
-            scheduled_for=slot,
-            revision=p.schedule.revision,
-            outcome=Occurrence.Outcome.MISSED,
-        )
-        for p in plans
-        for slot in p.missed[-MAX_MISSED_RECORDED:]
-    ]
-    skipped = [
-        Occurrence(
-            schedule=p.schedule,
-            scheduled_for=p.run_slot,
-            revision=p.schedule.revision,
-            outcome=Occurrence.Outcome.SKIPPED,
-        )
-        for p in plans
-        if p.run_slot is not None and p.skip
-    ]
-    Occurrence.objects.bulk_create(missed + skipped)
-    occurrences = Occurrence.objects.bulk_create(
-        [
-            Occurrence(schedule=p.schedule, scheduled_for=slot, revision=p.schedule.revision)
-            for p in plans
-            if (slot := p.run_slot) is not None and not p.skip
-        ]
-    )
-    runs = _queue_runs(occurrences)
+    set_based = connection.vendor == "postgresql" and settings.SCHEDULE_TICK_SET_BASED
+    insert = _insert_sql if set_based else _insert_orm
+    slots = insert(plans, now)
     # Admission: a reservation each, or a failed `admission_denied` run counted like any failure.
-    admitted = run_services.admit_runs(runs, now=now)
-    enqueued = [
-        occurrence.pk for occurrence, run in zip(occurrences, runs, strict=True) if run.pk in admitted
-    ]
+    admitted = run_services.admit_runs(
+        [ledger.ReservationRequest(s.owner_id, s.run_id, s.max_cost) for s in slots], now=now
+    )
+    enqueued = [s.occurrence_id for s in slots if s.run_id in admitted]
     enqueue(enqueued)
     _set_column(Schedule, "next_occurrence_at", {p.schedule.pk: p.following for p in plans})
     missed_one_time = [
@@ -253,45 +247,155 @@ def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickR
     complete_schedules(missed_one_time, now=now, detail="its only slot was missed")
     report.enqueued += enqueued
     report.missed += sum(len(p.missed) for p in plans)
-    report.skipped += len(skipped)
-    report.refused += len(runs) - len(admitted)
+    report.skipped += sum(1 for p in plans if p.run_slot is not None and p.skip)
+    report.refused += len(slots) - len(admitted)
 
 
-def _queue_runs(occurrences: list[Occurrence]) -> list[Run]:
-    """For each new occurrence: a new conversation named after the schedule and the local date,
-    with metadata naming the schedule and occurrence, and a queued run with the revision's
-    complete limits copied. Returns the runs in the occurrences' order."""
+def _runnable(plans: list[_Plan]) -> list[tuple[_Plan, datetime]]:
+    return [(p, slot) for p in plans if (slot := p.run_slot) is not None and not p.skip]
+
+
+def _not_run(plans: list[_Plan]) -> list[tuple[_Plan, datetime, str]]:
+    """The slots recorded without a run: missed ones, and one skipped while a run is in flight."""
+    missed = [(p, slot, Occurrence.Outcome.MISSED) for p in plans for slot in p.missed[-MAX_MISSED_RECORDED:]]
+    skipped = [
+        (p, p.run_slot, Occurrence.Outcome.SKIPPED) for p in plans if p.run_slot is not None and p.skip
+    ]
+    return [*missed, *skipped]
+
+
+def _metadata(schedule: Schedule, occurrence_id: int, slot: datetime) -> dict[str, Any]:
+    """What a scheduled run's conversation says about its provenance (SPEC §1)."""
+    return {
+        "schedule_id": schedule.pk,
+        "occurrence_id": occurrence_id,
+        "scheduled_for": slot.isoformat(),
+        "revision": schedule.revision.number,
+    }
+
+
+def _insert_sql(plans: list[_Plan], now: datetime) -> list[_Slot]:
+    """PostgreSQL: ids allocated up front, then every row of the batch in one statement."""
+    runnable = _runnable(plans)
+    created = timezone.now()  # when the rows are written (`now` may be a tick's notional time)
+    occurrence_ids = bulk.allocate_ids(Occurrence, len(runnable))
+    conversation_ids = bulk.allocate_ids(Conversation, len(runnable))
+    run_ids = bulk.allocate_ids(Run, len(runnable))
+    revisions = [p.schedule.revision for p, _ in runnable]
+    occurrences = bulk.Rows(
+        Occurrence,
+        {
+            "id": occurrence_ids,
+            "schedule_id": [p.schedule.pk for p, _ in runnable],
+            "scheduled_for": [slot for _, slot in runnable],
+            "revision_id": [r.pk for r in revisions],
+            "run_id": run_ids,
+            "created_at": [created] * len(runnable),
+        },
+    )
+    not_run = _not_run(plans)
+    recorded = bulk.Rows(
+        Occurrence,
+        {
+            "schedule_id": [p.schedule.pk for p, _, _ in not_run],
+            "scheduled_for": [slot for _, slot, _ in not_run],
+            "revision_id": [p.schedule.revision.pk for p, _, _ in not_run],
+            "outcome": [outcome for _, _, outcome in not_run],
+            "created_at": [created] * len(not_run),
+        },
+    )
+    conversations = bulk.Rows(
+        Conversation,
+        {
+            "id": conversation_ids,
+            "owner_id": [p.schedule.owner_id for p, _ in runnable],
+            "title": [_conversation_title(p.schedule.revision, slot) for p, slot in runnable],
+            "metadata": [
+                _metadata(p.schedule, i, slot) for (p, slot), i in zip(runnable, occurrence_ids, strict=True)
+            ],
+            "created_at": [created] * len(runnable),
+        },
+    )
+    runs = bulk.Rows(
+        Run,
+        {
+            "id": run_ids,
+            "owner_id": [p.schedule.owner_id for p, _ in runnable],
+            "conversation_id": conversation_ids,
+            "agent_id": [r.agent_id for r in revisions],
+            "prompt": [r.prompt for r in revisions],
+            "limits": [r.limits for r in revisions],  # the complete pinned value, whatever fields it has
+            "created_at": [created] * len(runnable),
+        },
+    )
+    prompts = bulk.Rows(
+        TranscriptEntry,
+        {
+            "run_id": run_ids,
+            "seq": [0] * len(runnable),
+            "role": [TranscriptEntry.Role.USER] * len(runnable),
+            "content": [r.prompt for r in revisions],
+            "created_at": [created] * len(runnable),
+        },
+    )
+    ctes = [bulk.insert_cte("m", recorded)] if not_run else []
+    if runnable:
+        ctes += [
+            bulk.insert_cte("o", occurrences),
+            bulk.insert_cte("c", conversations),
+            bulk.insert_cte("r", runs),
+            bulk.insert_cte("t", prompts),
+        ]
+    if ctes:
+        bulk.insert_all(*ctes)
+    return [
+        _Slot(occurrence_id, run_id, p.schedule.owner_id, p.max_cost)
+        for (p, _), occurrence_id, run_id in zip(runnable, occurrence_ids, run_ids, strict=True)
+    ]
+
+
+def _insert_orm(plans: list[_Plan], now: datetime) -> list[_Slot]:
+    """The portable path (SQLite): the same rows through the ORM."""
+    Occurrence.objects.bulk_create(
+        [
+            Occurrence(schedule=p.schedule, scheduled_for=slot, revision=p.schedule.revision, outcome=outcome)
+            for p, slot, outcome in _not_run(plans)
+        ]
+    )
+    runnable = _runnable(plans)
+    occurrences = Occurrence.objects.bulk_create(
+        [
+            Occurrence(schedule=p.schedule, scheduled_for=slot, revision=p.schedule.revision)
+            for p, slot in runnable
+        ]
+    )
     conversations = Conversation.objects.bulk_create(
         [
             Conversation(
-                owner_id=o.schedule.owner_id,
-                title=_conversation_title(o),
-                metadata={
-                    "schedule_id": o.schedule_id,
-                    "occurrence_id": o.pk,
-                    "scheduled_for": o.scheduled_for.isoformat(),
-                    "revision": o.revision.number,
-                },
+                owner_id=p.schedule.owner_id,
+                title=_conversation_title(p.schedule.revision, slot),
+                metadata=_metadata(p.schedule, o.pk, slot),
             )
-            for o in occurrences
+            for (p, slot), o in zip(runnable, occurrences, strict=True)
         ]
     )
     runs = run_services.create_runs(
         [
             run_services.RunSpec(
-                owner_id=o.schedule.owner_id,
-                agent=o.revision.agent,
-                prompt=o.revision.prompt,
+                owner_id=p.schedule.owner_id,
+                agent=p.schedule.revision.agent,
+                prompt=p.schedule.revision.prompt,
                 conversation=conversation,
-                limits=o.revision.limits,  # the complete pinned value, whatever fields it has
+                limits=p.schedule.revision.limits,  # the complete pinned value, whatever fields it has
             )
-            for o, conversation in zip(occurrences, conversations, strict=True)
+            for (p, _), conversation in zip(runnable, conversations, strict=True)
         ]
     )
-    for occurrence, run in zip(occurrences, runs, strict=True):
-        occurrence.run = run
-    _set_column(Occurrence, "run", {o.pk: o.run_id for o in occurrences})
-    return runs
+    _set_column(Occurrence, "run", {o.pk: run.pk for o, run in zip(occurrences, runs, strict=True)})
+    return [
+        _Slot(o.pk, run.pk, p.schedule.owner_id, p.max_cost)
+        for (p, _), o, run in zip(runnable, occurrences, runs, strict=True)
+    ]
 
 
 def _set_column(model: type[models.Model], field_name: str, values: dict[int, Any]) -> None:
@@ -314,12 +418,12 @@ def _set_column(model: type[models.Model], field_name: str, values: dict[int, An
         )
 
 
-def _conversation_title(occurrence: Occurrence) -> str:
+def _conversation_title(revision: ScheduleRevision, slot: datetime) -> str:
     """ "Morning briefing — 3 Sep 2026": the schedule and the local date, within the column."""
-    local = occurrence.scheduled_for.astimezone(zoneinfo.ZoneInfo(occurrence.revision.timezone))
+    local = slot.astimezone(zoneinfo.ZoneInfo(revision.timezone))
     suffix = f" — {local:%-d %b %Y}"
     limit = Conversation._meta.get_field("title").max_length or 200
-    return Truncator(occurrence.revision.title).chars(limit - len(suffix)) + suffix
+    return Truncator(revision.title).chars(limit - len(suffix)) + suffix
 
 
 # -- the occurrence task ------------------------------------------------------------------------

@@ -72,3 +72,10 @@ def spawn(process_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[...,
 
 def read_log(process: subprocess.Popen[str]) -> str:
     return Path(process.log_path).read_text()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=["set-based", "orm"])
+def tick_writes(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Both ways a tick batch is written: set-based (PostgreSQL's path) and the ORM (SQLite's)."""
+    settings.SCHEDULE_TICK_SET_BASED = request.param == "set-based"
+    return str(request.param)

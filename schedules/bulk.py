@@ -1,0 +1,94 @@
+"""Set-based writes on PostgreSQL, for the tick: rows from Python lists through `unnest()`, with
+ids allocated up front, so a batch's occurrences, conversations, runs and their first transcript
+entries go in one statement instead of a model instance per row.
+
+The column list comes from the model's fields: a field the caller gives no values for gets its
+default, so a field added to a model later needs no change here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, models
+
+
+def allocate_ids(model: type[models.Model], count: int) -> list[int]:
+    """`count` new primary keys from the model's own sequence (never reused, so rows inserted
+    later by anyone else cannot collide with them)."""
+    if count == 0:
+        return []
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [f'"{table}"', count],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@dataclass
+class Rows:
+    """Rows for one table: a list of values per field name, all of one length."""
+
+    model: type[models.Model]
+    columns: dict[str, Sequence[Any]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+
+def insert_cte(name: str, rows: Rows) -> tuple[str, list[Any]]:
+    """`name AS (INSERT INTO table (...) SELECT ... FROM unnest(...) RETURNING 1)` and its
+    parameters: the constants of the SELECT list first, then one array per given field."""
+    opts = rows.model._meta
+    columns, selected, constants, arrays, array_params = [], [], [], [], []
+    for model_field in opts.concrete_fields:
+        given = rows.columns.get(model_field.attname, rows.columns.get(model_field.name))
+        cast = "::jsonb" if _is_json(model_field) else ""
+        if given is not None:
+            arrays.append(f"%s::{_array_type(model_field)}[]")
+            array_params.append([_prepared(model_field, value) for value in given])
+            selected.append(f"u.c{len(arrays)}{cast}")
+        elif model_field.primary_key:
+            continue  # the identity default
+        else:
+            selected.append(f"%s{cast}")
+            constants.append(_prepared(model_field, model_field.get_default()))
+        columns.append(f'"{model_field.column}"')
+    aliases = ", ".join(f"c{i}" for i in range(1, len(arrays) + 1))
+    sql = (
+        f'{name} AS (INSERT INTO "{opts.db_table}" ({", ".join(columns)}) '  # noqa: S608 - model metadata
+        f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) AS u({aliases}) RETURNING 1)"
+    )
+    return sql, [*constants, *array_params]
+
+
+def insert_all(*ctes: tuple[str, list[Any]]) -> None:
+    """The CTEs in one statement (one round trip; deferred foreign keys are checked at commit)."""
+    sql = "WITH " + ", ".join(text for text, _ in ctes) + " SELECT 1"
+    params = [param for _, cte_params in ctes for param in cte_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _is_json(model_field: models.Field[Any, Any]) -> bool:
+    return isinstance(model_field, models.JSONField)
+
+
+def _array_type(model_field: models.Field[Any, Any]) -> str:
+    if _is_json(model_field):
+        return "text"  # JSON travels as text and is cast per element
+    if isinstance(model_field, models.ForeignKey):
+        return str(model_field.target_field.rel_db_type(connection))
+    return str(model_field.db_type(connection))
+
+
+def _prepared(model_field: models.Field[Any, Any], value: Any) -> Any:
+    """The value as psycopg takes it. Callers give plain values (numbers, text, datetimes,
+    Decimals, UUIDs, None); only JSON needs converting (and the field's own prep would cost more
+    than the insert for a batch of thousands)."""
+    return json.dumps(value) if _is_json(model_field) else value
