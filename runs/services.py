@@ -162,8 +162,8 @@ def start_interactive_run(
         if conversation is None:
             conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
         run = create_run(owner_id, agent, prompt, conversation=conversation, limits=limits)
-        admit_runs([ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)])
-        run.refresh_from_db()  # failed admission_denied if it did not fit
+        if not admit_runs([ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)]):
+            run.refresh_from_db()  # failed admission_denied: it did not fit
     return run
 
 
