@@ -215,6 +215,11 @@ class SpendRollup(models.Model):
             models.UniqueConstraint(fields=["owner", "key", "grain", "start"], name="rollup_bucket_unique"),
             models.CheckConstraint(condition=models.Q(cost__gte=0), name="rollup_cost_non_negative"),
         ]
+        indexes = [
+            # The budget chart ranks an owner's schedules by their month rows: one per schedule,
+            # without walking every schedule's quarter-hours in the unique index's key order.
+            models.Index(fields=["owner", "start"], condition=models.Q(grain="m"), name="rollup_months"),
+        ]
 
     def __str__(self) -> str:
         return f"owner {self.owner_id} key {self.key} {self.grain} {self.start:%Y-%m-%d %H:%M}"

@@ -67,7 +67,8 @@ class Schedule(models.Model):
                 condition=models.Q(status="active"),
                 name="schedule_due_in_order",
             ),
-            models.Index(fields=["owner", "status"], name="schedule_owner_status"),
+            # The list: one owner's schedules by status, then title and id (its keyset order).
+            models.Index(fields=["owner", "status", "title", "id"], name="schedule_owner_list"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from functools import cached_property
 from typing import Any
 
-from django.core.paginator import Page, Paginator
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Count, Q, QuerySet
 
 from accounting import selectors as accounting
 from accounting.formatting import money_text
@@ -114,16 +115,8 @@ TABS: tuple[tuple[str, str], ...] = (
 )
 
 
-class CountedPaginator(Paginator):  # type: ignore[type-arg]
-    """A paginator told its count (already known from the tab counts), so it does not ask."""
-
-    def __init__(self, object_list: Any, per_page: int, *, count: int) -> None:
-        super().__init__(object_list, per_page)
-        self._known_count = count
-
-    @cached_property
-    def count(self) -> int:
-        return self._known_count
+# The list's order: paused first, then active, then completed; by title within each.
+STATUS_ORDER = (Schedule.Status.PAUSED, Schedule.Status.ACTIVE, Schedule.Status.COMPLETED)
 
 
 @dataclass(frozen=True)
@@ -145,52 +138,140 @@ class ScheduleRow:
 
 
 @dataclass(frozen=True)
+class Cursor:
+    """Where a page of the list starts or ends: (status, title, id), in the list's order."""
+
+    status: str
+    title: str
+    id: int
+
+    def encode(self) -> str:
+        raw = json.dumps([self.status, self.title, self.id], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str | None) -> Cursor | None:
+        """A cursor this page gave out, or None for anything else (a tampered one is page 1)."""
+        if not text or len(text) > MAX_CURSOR_CHARS:
+            return None
+        try:
+            status, title, pk = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except (ValueError, TypeError, binascii.Error):
+            return None
+        if status not in STATUS_ORDER or not isinstance(title, str) or type(pk) is not int or pk < 1:
+            return None
+        return cls(status, title, pk)
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> Cursor:
+        return cls(schedule.status, schedule.title, schedule.pk)
+
+
+MAX_CURSOR_CHARS = 1000
+
+
+@dataclass(frozen=True)
 class ScheduleList:
     tab: str
     query: str
     tabs: list[Tab]
-    page: Page[Schedule]
     rows: list[ScheduleRow]
+    start: int  # how many rows come before this page (for "26-50 of 300")
+    next_cursor: str = ""
+    previous_cursor: str = ""
 
     @property
     def total(self) -> int:
         return next(t.count for t in self.tabs if t.key == "all")
 
+    @property
+    def count(self) -> int:
+        return next(t.count for t in self.tabs if t.selected)
 
-def schedule_list(owner_id: int, *, tab: str, query: str, page: str | int | None, tz: str) -> ScheduleList:
-    """One page of the owner's schedules, paused first (four queries)."""
+    @property
+    def first_shown(self) -> int:
+        return self.start + 1
+
+    @property
+    def last_shown(self) -> int:
+        return self.start + len(self.rows)
+
+
+def schedule_list(
+    owner_id: int,
+    *,
+    tab: str,
+    query: str,
+    tz: str,
+    after: str | None = None,
+    before: str | None = None,
+    start: int = 0,
+) -> ScheduleList:
+    """One page of the owner's schedules in the list's order, from a keyset cursor: each page is
+    read straight off the (owner, status, title, id) index, however many schedules there are
+    (one query for the tab counts, one to three for the page, three for its rows' details)."""
     tab = tab if tab in dict(TABS) else "all"
     mine = Schedule.objects.filter(owner_id=owner_id)
     if query:
-        mine = mine.filter(title__icontains=query)
-    counts = mine.aggregate(
-        all=Count("id"),
-        **{key: Count("id", filter=Q(status=key)) for key, _ in TABS if key != "all"},
-    )
-    rows = mine if tab == "all" else mine.filter(status=tab)
-    rows = (
-        rows.select_related("current_revision", "pause", "last_event")
-        .defer("current_revision__prompt")
-        .annotate(rank=_status_rank())
-        .order_by("rank", "title", "id")
-    )
-    paginator = CountedPaginator(rows, PER_PAGE, count=counts[tab])
-    current = paginator.get_page(page)
-    schedules = list(current.object_list)
+        mine = mine.filter(title__icontains=query)  # a trigram index on PostgreSQL
+    counted = dict(mine.values_list("status").annotate(n=Count("id")).order_by())
+    counts = {key: int(counted.get(key, 0)) for key, _ in TABS if key != "all"}
+    counts["all"] = sum(counts.values())
+    statuses = list(STATUS_ORDER) if tab == "all" else [Schedule.Status(tab)]
+    backwards = before is not None and Cursor.decode(before) is not None
+    cursor = Cursor.decode(before if backwards else after)
+    page = _page(mine, statuses, cursor, backwards=backwards)
+    more = len(page) > PER_PAGE
+    page = page[:PER_PAGE]
+    if backwards:
+        page.reverse()
+    start = max(0, min(start, counts[tab]))
+    schedules = page
     last_runs = [s.last_event.run_id for s in schedules if s.last_event and s.last_event.run_id]
     dimensions = _failure_dimensions(owner_id, last_runs) if last_runs else {}
     costs = accounting.cost_this_month(owner_id, [s.pk for s in schedules], tz)
     tabs = [Tab(key, label, counts[key], key == tab) for key, label in TABS]
-    return ScheduleList(tab, query, tabs, current, [_row(s, dimensions, costs) for s in schedules])
-
-
-def _status_rank() -> Case:
-    return Case(
-        When(status=Schedule.Status.PAUSED, then=Value(0)),
-        When(status=Schedule.Status.ACTIVE, then=Value(1)),
-        default=Value(2),
-        output_field=IntegerField(),
+    has_next = (
+        bool(schedules) and (more if not backwards else True) and (start + len(schedules) < counts[tab])
     )
+    has_previous = bool(schedules) and start > 0
+    return ScheduleList(
+        tab,
+        query,
+        tabs,
+        [_row(s, dimensions, costs) for s in schedules],
+        start=start,
+        next_cursor=Cursor.of(schedules[-1]).encode() if has_next else "",
+        previous_cursor=Cursor.of(schedules[0]).encode() if has_previous else "",
+    )
+
+
+def _page(
+    mine: QuerySet[Schedule], statuses: Sequence[str], cursor: Cursor | None, *, backwards: bool
+) -> list[Schedule]:
+    """Up to PER_PAGE + 1 schedules after (or, backwards, before) the cursor: one index range per
+    status, in the list's order, until the page is full."""
+    order = list(reversed(statuses)) if backwards else statuses
+    if cursor is not None and cursor.status in order:
+        order = order[order.index(cursor.status) :]
+    rows: list[Schedule] = []
+    for status in order:
+        segment = mine.filter(status=status)
+        if cursor is not None and status == cursor.status:
+            if backwards:
+                segment = segment.filter(Q(title__lt=cursor.title) | Q(title=cursor.title, id__lt=cursor.id))
+            else:
+                segment = segment.filter(Q(title__gt=cursor.title) | Q(title=cursor.title, id__gt=cursor.id))
+        ordering = ("-title", "-id") if backwards else ("title", "id")
+        wanted = PER_PAGE + 1 - len(rows)
+        rows += list(
+            segment.select_related("current_revision", "pause", "last_event")
+            .defer("current_revision__prompt")
+            .order_by(*ordering)[:wanted]
+        )
+        if len(rows) > PER_PAGE:
+            break
+    return rows
 
 
 def _row(schedule: Schedule, dimensions: Mapping[int, str], costs: Mapping[int, Decimal]) -> ScheduleRow:

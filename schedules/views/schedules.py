@@ -38,11 +38,18 @@ def schedule_list(request: HtmxRequest) -> HttpResponse:
         request.user.pk,
         tab=request.GET.get("status", "all"),
         query=request.GET.get("q", "").strip()[:200],
-        page=request.GET.get("page"),
+        after=request.GET.get("after"),
+        before=request.GET.get("before"),
+        start=_whole_number(request.GET.get("start")),
         tz=tz,
     )
     template = "schedules/list.html#results" if _fragment(request) else "schedules/list.html"
     return render(request, template, {"list": page, "owner_tz": tz})
+
+
+def _whole_number(text: str | None) -> int:
+    """A display offset from a link this page made; anything else is 0."""
+    return int(text) if text and text.isascii() and text.isdigit() and len(text) < 9 else 0
 
 
 def _fragment(request: HtmxRequest) -> bool:

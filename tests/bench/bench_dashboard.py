@@ -1,16 +1,16 @@
-"""Dashboard pages on large tables: query count and server time for the owner's schedules list,
-a schedule detail, a run detail and the budget page, next to the Django admin changelist for
-runs on the same data, measured in the same run.
+"""Owner pages and admin changelists for the heaviest owner, next to a light owner in the same
+database, measured in the same run: query counts and server time.
 
-    .venv/bin/python tests/bench/bench_dashboard.py [--schedules 10000] [--runs 1000000]
-        [--owner-schedules 1000] [--requests 50] [--keep]
+    .venv/bin/python tests/bench/bench_dashboard.py [--runs 1000000] [--schedules 10000]
+        [--light-owners 10] [--requests 50] [--keep | --reuse]
 
-Seeds (INSERT ... SELECT generate_series) 10,000 schedules, 1,000,000 runs, each with its
-conversation, occurrence, schedule.run_accounted event and ledger entry, over 100 days. One
-owner, the one measured, holds --owner-schedules of the schedules (and their runs and spend);
-the rest belong to other owners, ten each. Requests go through the whole Django stack
+Seeds (INSERT ... SELECT generate_series) one heavy owner with --schedules schedules and --runs
+runs, each with its conversation, occurrence, schedule.run_accounted event and ledger entry, all
+in the current month, and --light-owners light owners with 10 schedules and 1,000 runs each,
+then the spend rollups the ledger adds up to. Requests go through the whole Django stack
 (middleware, sessions, context processors, templates) with the test client, so "server time" is
-what a request costs in the process, without the network.
+what a request costs in the process, without the network. Goals (issue: pages flat): at most 12
+queries and p95 at most 100 ms on every page, for the heavy owner as for a light one.
 
 DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres); the script
 creates the database bench_dashboard and drops it at the end unless --keep.
@@ -31,63 +31,169 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench._setup import bench_database
 
-DAYS = 100
-PER_OTHER_OWNER = 10
-# Run g: schedule ((g - 1) % schedules) + 1, on day (g - 1) / schedules of the last DAYS; every
-# 7th run fails. Each schedule's owner: owner 1 (measured) for the first `owned`, else ten a piece.
+LIGHT_SCHEDULES = 30  # enough to fill a page of the list, as the heavy owner's does
+LIGHT_RUNS = 1_000
+HEAVY = 1  # the heavy owner's user id
+# Run g of an owner (runs first..first+count-1): schedule first_schedule + (g - first) % schedules,
+# its time spread evenly over the current month so far; every 7th run fails.
 FRAGMENTS = {
-    "slot": """(date_trunc('day', now()) - ($days - 1 - (g - 1) / $schedules) * interval '1 day'
-        + interval '6 hours' + ((g - 1) % $schedules % 600) * interval '1 minute')""",
-    "owner": """CASE WHEN (g - 1) % $schedules + 1 <= $owned THEN 1
-        ELSE 2 + ((g - 1) % $schedules + 1 - $owned - 1) / $per_other END""",
-    "schedule": "((g - 1) % $schedules + 1)",
+    "i": "(g - $first_run)",
+    "schedule": "($first_schedule + (g - $first_run) % $schedules)",
+    "slot": """(date_trunc('month', now()) + (now() - date_trunc('month', now()) - interval '10 minutes')
+        * ((g - $first_run)::float / $runs))""",
     "failed": "g % 7 = 0",
+    "quarter": (
+        "date_trunc('hour', created_at) + floor(date_part('minute', created_at) / 15) * interval '15 minutes'"
+    ),
 }
 
 
-def step(label: str, sql: str, params: dict[str, Any]) -> None:
+def step(label: str, sql: str, params: dict[str, Any], *, quiet: bool = False) -> None:
     """Run `sql` (statements separated by ";" at line ends) with $name filled from trusted
     integers and a JSON literal: server-side binding takes one statement at a time."""
     from django.db import connection
 
     started = time.perf_counter()
-    print(f"  {label} …", end="", flush=True)
+    if not quiet:
+        print(f"  {label} …", end="", flush=True)
     with connection.cursor() as cursor:
         filled = Template(Template(sql).safe_substitute(FRAGMENTS)).substitute(params)
         for statement in filled.split(";\n"):
             if statement.strip():
                 cursor.execute(statement)
-    print(f" {time.perf_counter() - started:.1f} s", flush=True)
+    if not quiet:
+        print(f" {time.perf_counter() - started:.1f} s", flush=True)
 
 
-def seed(schedules: int, runs: int, owner_schedules: int) -> dict[str, int]:
+OWNER_SQL = """
+INSERT INTO schedules_schedule (id, owner_id, title, kind, status, consecutive_failures,
+                                next_occurrence_at, created_at)
+SELECT g, $owner, 'Research briefing ' || lpad((g - $first_schedule)::text, 5, '0'), 'recurring',
+       CASE WHEN g % 50 = 7 THEN 'completed' ELSE 'active' END,
+       CASE WHEN g % 10 = 0 THEN 2 WHEN g % 3 = 0 THEN 1 ELSE 0 END,
+       date_trunc('day', now()) + interval '1 day 6 hours' + (g % 600) * interval '1 minute',
+       date_trunc('month', now())
+FROM generate_series($first_schedule, $first_schedule + $schedules - 1) g;
+INSERT INTO schedules_schedulerevision (id, schedule_id, number, created_at, created_by_id, path, via,
+                                        reason, title, prompt, cron, timezone, run_at, agent_id,
+                                        limits, max_consecutive_failures)
+SELECT g, g, 1, date_trunc('month', now()), NULL, 'schedule.create', 'bench', '',
+       'Research briefing ' || lpad((g - $first_schedule)::text, 5, '0'),
+       'Research what changed since yesterday and write a five-point briefing.',
+       (g % 60) || ' 9 * * *', 'Europe/Riga', NULL, 1, $limits::jsonb, 2
+FROM generate_series($first_schedule, $first_schedule + $schedules - 1) g;
+UPDATE schedules_schedule SET current_revision_id = id WHERE owner_id = $owner;
+INSERT INTO runs_conversation (id, owner_id, title, metadata, created_at)
+SELECT g, $owner, 'Research briefing — run ' || g,
+       jsonb_build_object('schedule_id', $schedule, 'occurrence_id', g), $slot
+FROM generate_series($first_run, $first_run + $runs - 1) g;
+INSERT INTO runs_run (
+    id, owner_id, conversation_id, agent_id, kind, parent_id, prompt, status, limits,
+    steps, model_calls, tool_calls, cost, synthesis_dimension, synthesis_step, answer,
+    failure_reason, error_class, failure_dimension, transient, provider, provider_code,
+    http_status, provider_parameter, failure_message, created_at, started_at,
+    finished_at, heartbeat_at)
+SELECT g, $owner, g, 1, 'interactive', NULL, 'Research what changed since yesterday.',
+       CASE WHEN $failed THEN 'failed' ELSE 'completed' END, $limits::jsonb,
+       CASE WHEN $failed THEN 0 ELSE 3 END, CASE WHEN $failed THEN 0 ELSE 3 END,
+       CASE WHEN $failed THEN 0 ELSE 2 END,
+       CASE WHEN $failed THEN 0 ELSE 0.05 + (g % 50) / 1000.0 END,
+       CASE WHEN g % 11 = 0 THEN 'model_calls' ELSE '' END, CASE WHEN g % 11 = 0 THEN 3 END,
+       CASE WHEN $failed THEN '' ELSE 'Briefing: five points.' END,
+       CASE WHEN $failed THEN 'provider_error' ELSE '' END,
+       CASE WHEN $failed THEN 'ProviderTransientError' ELSE '' END, '',
+       CASE WHEN $failed THEN true END,
+       CASE WHEN $failed THEN 'anthropic' ELSE '' END,
+       CASE WHEN $failed THEN 'overloaded_error' ELSE '' END,
+       CASE WHEN $failed THEN 529 END, '',
+       CASE WHEN $failed THEN 'Overloaded' ELSE '' END,
+       $slot, $slot, $slot + interval '40 seconds', $slot + interval '40 seconds'
+FROM generate_series($first_run, $first_run + $runs - 1) g;
+INSERT INTO schedules_occurrence (id, schedule_id, scheduled_for, revision_id, outcome, run_id,
+                                  created_at, claimed_at, finished_at)
+SELECT g, $schedule, $slot, $schedule, CASE WHEN $failed THEN 'failed' ELSE 'completed' END, g,
+       $slot, $slot, $slot + interval '40 seconds'
+FROM generate_series($first_run, $first_run + $runs - 1) g;
+INSERT INTO accounting_accountingevent (id, event, created_at, owner_id, schedule_id, run_id, payload)
+SELECT g, 'schedule.run_accounted', $slot + interval '40 seconds', $owner, $schedule, g,
+       jsonb_build_object(
+         'event', 'schedule.run_accounted', 'schedule_id', $schedule, 'occurrence_id', g,
+         'scheduled_for', to_char(($slot) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
+         'revision', 1, 'run_id', g,
+         'status', CASE WHEN $failed THEN 'failed' ELSE 'completed' END,
+         'usage', jsonb_build_object('steps', 3, 'model_calls', 3, 'tool_calls', 2, 'cost', '0.06'),
+         'failure', CASE WHEN $failed THEN jsonb_build_object(
+           'reason', 'provider_error', 'error_class', 'ProviderTransientError',
+           'provider', 'anthropic', 'provider_code', 'overloaded_error', 'http_status', 529)
+         ELSE 'null'::jsonb END)
+FROM generate_series($first_run, $first_run + $runs - 1) g;
+INSERT INTO accounting_ledgerentry (id, created_at, owner_id, run_id, schedule_id, provider, model,
+                                    input_tokens, output_tokens, cost)
+SELECT g, $slot + interval '20 seconds', $owner, g, $schedule, 'anthropic', 'claude-research',
+       12000, 1500, 0.05 + (g % 50) / 1000.0
+FROM generate_series($first_run, $first_run + $runs - 1) g;
+INSERT INTO runs_transcriptentry (
+    run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error, created_at)
+SELECT r.id, s.seq, (s.seq + 1) / 2,
+       CASE WHEN s.seq = 0 THEN 'user' WHEN s.seq % 2 = 1 THEN 'assistant' ELSE 'tool' END,
+       CASE WHEN s.seq = 5 THEN 'Briefing: five points.'
+            WHEN s.seq % 2 = 0 THEN 'result ' || s.seq ELSE '' END,
+       CASE WHEN s.seq IN (1, 3) THEN '[{"id": "c1", "name": "web.search", "arguments": "{}"}]'::jsonb
+            ELSE '[]'::jsonb END,
+       '', CASE WHEN s.seq IN (2, 4) THEN 'web.search' ELSE '' END, false, r.created_at
+FROM runs_run r CROSS JOIN generate_series(0, 5) AS s(seq)
+WHERE r.owner_id = $owner AND r.id > $first_run + $runs - 2000;
+INSERT INTO schedules_pauseevent (
+    id, schedule_id, action, reason, actor_id, run_id, failures_at_event, failure_limit, detail,
+    created_at)
+SELECT s.id, s.id, 'pause', 'failure_limit', NULL, NULL, 2, 2, '', now() - interval '1 hour'
+FROM schedules_schedule s WHERE s.owner_id = $owner AND s.id % 10 = 0;
+UPDATE schedules_schedule SET status = 'paused', pause_id = id WHERE owner_id = $owner AND id % 10 = 0;
+UPDATE schedules_schedule s SET last_event_id = e.newest
+FROM (SELECT schedule_id, max(id) AS newest FROM accounting_accountingevent WHERE owner_id = $owner
+      GROUP BY schedule_id) e
+WHERE e.schedule_id = s.id;
+INSERT INTO accounting_reservation (owner_id, run_id, amount, created_at, released_at)
+SELECT $owner, id, 5, now(), NULL FROM runs_run WHERE owner_id = $owner ORDER BY id DESC LIMIT 3
+"""
+
+# The rollups the seeded ledger adds up to, as accounting.rollups.buckets computes them.
+ROLLUP_SQL = """
+SET TIME ZONE 'UTC';
+INSERT INTO accounting_spendrollup (owner_id, key, grain, start, cost)
+SELECT owner_id, k, grain, start, sum(cost) FROM (
+    SELECT owner_id, 0 AS k, 'q' AS grain, $quarter AS start, cost FROM accounting_ledgerentry
+    UNION ALL SELECT owner_id, 0, 'd', date_trunc('day', created_at), cost FROM accounting_ledgerentry
+    UNION ALL SELECT owner_id, coalesce(schedule_id, -1), 'q', $quarter, cost FROM accounting_ledgerentry
+    UNION ALL SELECT owner_id, coalesce(schedule_id, -1), 'd', date_trunc('day', created_at), cost
+           FROM accounting_ledgerentry
+    UNION ALL SELECT owner_id, coalesce(schedule_id, -1), 'm', date_trunc('month', created_at), cost
+           FROM accounting_ledgerentry
+) b GROUP BY owner_id, k, grain, start
+"""
+
+
+def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
     from django.contrib.auth.models import User
     from django.db import connection
 
     from tests.factories import limits
 
-    others = -(-(schedules - owner_schedules) // PER_OTHER_OWNER)
     print(
-        f"seeding {schedules} schedules, {runs} runs, {runs} ledger entries, {others + 1} owners:", flush=True
+        f"seeding a heavy owner ({schedules} schedules, {runs} runs and ledger entries this month) and "
+        f"{light_owners} light owners ({LIGHT_SCHEDULES} schedules, {LIGHT_RUNS} runs each):",
+        flush=True,
     )
     limits_json = limits(
         synthesis_reserve_steps=2, synthesis_reserve_model_calls=2, synthesis_reserve_cost="1.00"
     ).model_dump_json()
-    params: dict[str, Any] = {
-        "schedules": schedules,
-        "runs": runs,
-        "owned": owner_schedules,
-        "per_other": PER_OTHER_OWNER,
-        "users": others + 1,
-        "days": DAYS,
-        "limits": "'" + limits_json.replace("'", "''") + "'",
-    }
+    params: dict[str, Any] = {"users": light_owners + 1, "limits": "'" + limits_json.replace("'", "''") + "'"}
     step(
-        "owners and budgets",
+        "owners, budgets and the agent",
         """
         INSERT INTO auth_user (id, password, is_superuser, username, first_name, last_name, email,
                                is_staff, is_active, date_joined)
-        SELECT g, '!', false, CASE WHEN g = 1 THEN 'bench-owner' ELSE 'owner' || g END, '', '', '',
+        SELECT g, '!', false, CASE WHEN g = 1 THEN 'heavy-owner' ELSE 'light-owner-' || g END, '', '', '',
                false, true, now()
         FROM generate_series(1, $users) g;
         INSERT INTO accounting_ownerbudget (owner_id, timezone, daily_ceiling, monthly_ceiling, updated_at)
@@ -100,145 +206,33 @@ def seed(schedules: int, runs: int, owner_schedules: int) -> dict[str, int]:
         """,
         params,
     )
-    # Schedule g belongs to owner 1 while g <= owned, else to one of the other owners, ten each.
+    started = time.perf_counter()
+    print("  the heavy owner's rows …", end="", flush=True)
     step(
-        "schedules and their revisions",
-        """
-        INSERT INTO schedules_schedule (id, owner_id, title, kind, status, consecutive_failures,
-                                        next_occurrence_at, created_at)
-        SELECT g,
-               CASE WHEN g <= $owned THEN 1 ELSE 2 + (g - $owned - 1) / $per_other END,
-               'Research briefing ' || lpad(g::text, 5, '0'), 'recurring',
-               CASE WHEN g % 50 = 7 THEN 'completed' ELSE 'active' END,
-               CASE WHEN g % 10 = 0 THEN 2 WHEN g % 3 = 0 THEN 1 ELSE 0 END,
-               date_trunc('day', now()) + interval '1 day 6 hours' + (g % 600) * interval '1 minute',
-               now() - $days * interval '1 day'
-        FROM generate_series(1, $schedules) g;
-        INSERT INTO schedules_schedulerevision (id, schedule_id, number, created_at, created_by_id, path, via,
-                                                reason, title, prompt, cron, timezone, run_at, agent_id,
-                                                limits, max_consecutive_failures)
-        SELECT g, g, 1, now() - $days * interval '1 day', NULL, 'schedule.create', 'bench', '',
-               'Research briefing ' || lpad(g::text, 5, '0'),
-               'Research what changed since yesterday and write a five-point briefing.',
-               (g % 60) || ' 9 * * *', 'Europe/Riga', NULL, 1, $limits::jsonb, 2
-        FROM generate_series(1, $schedules) g;
-        UPDATE schedules_schedule SET current_revision_id = id;
-        """,
-        params,
+        "",
+        OWNER_SQL,
+        {**params, "owner": HEAVY, "first_schedule": 1, "schedules": schedules, "first_run": 1, "runs": runs},
+        quiet=True,
     )
-    step(
-        "conversations",
-        """
-        INSERT INTO runs_conversation (id, owner_id, title, metadata, created_at)
-        SELECT g, $owner, 'Research briefing — run ' || g,
-               jsonb_build_object('schedule_id', $schedule, 'occurrence_id', g), $slot
-        FROM generate_series(1, $runs) g;
-        """,
-        params,
-    )
-    step(
-        "runs",
-        """
-        INSERT INTO runs_run (
-            id, owner_id, conversation_id, agent_id, kind, parent_id, prompt, status, limits,
-            steps, model_calls, tool_calls, cost, synthesis_dimension, synthesis_step, answer,
-            failure_reason, error_class, failure_dimension, transient, provider, provider_code,
-            http_status, provider_parameter, failure_message, created_at, started_at,
-            finished_at, heartbeat_at)
-        SELECT g, $owner, g, 1, 'interactive', NULL, 'Research what changed since yesterday.',
-               CASE WHEN $failed THEN 'failed' ELSE 'completed' END, $limits::jsonb,
-               CASE WHEN $failed THEN 0 ELSE 3 END, CASE WHEN $failed THEN 0 ELSE 3 END,
-               CASE WHEN $failed THEN 0 ELSE 2 END,
-               CASE WHEN $failed THEN 0 ELSE 0.05 + (g % 50) / 1000.0 END,
-               CASE WHEN g % 11 = 0 THEN 'model_calls' ELSE '' END, CASE WHEN g % 11 = 0 THEN 3 END,
-               CASE WHEN $failed THEN '' ELSE 'Briefing: five points.' END,
-               CASE WHEN $failed THEN 'provider_error' ELSE '' END,
-               CASE WHEN $failed THEN 'ProviderTransientError' ELSE '' END, '',
-               CASE WHEN $failed THEN true END,
-               CASE WHEN $failed THEN 'anthropic' ELSE '' END,
-               CASE WHEN $failed THEN 'overloaded_error' ELSE '' END,
-               CASE WHEN $failed THEN 529 END, '',
-               CASE WHEN $failed THEN 'Overloaded' ELSE '' END,
-               $slot, $slot, $slot + interval '40 seconds', $slot + interval '40 seconds'
-        FROM generate_series(1, $runs) g;
-        """,
-        params,
-    )
-    step(
-        "occurrences",
-        """
-        INSERT INTO schedules_occurrence (id, schedule_id, scheduled_for, revision_id, outcome, run_id,
-                                          created_at, claimed_at, finished_at)
-        SELECT g, $schedule, $slot, $schedule, CASE WHEN $failed THEN 'failed' ELSE 'completed' END, g,
-               $slot, $slot, $slot + interval '40 seconds'
-        FROM generate_series(1, $runs) g;
-        """,
-        params,
-    )
-    step(
-        "schedule.run_accounted events",
-        """
-        INSERT INTO accounting_accountingevent (id, event, created_at, owner_id, schedule_id, run_id, payload)
-        SELECT g, 'schedule.run_accounted', $slot + interval '40 seconds', $owner, $schedule, g,
-               jsonb_build_object(
-                 'event', 'schedule.run_accounted', 'schedule_id', $schedule, 'occurrence_id', g,
-                 'scheduled_for', to_char(($slot) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
-                 'revision', 1, 'run_id', g,
-                 'status', CASE WHEN $failed THEN 'failed' ELSE 'completed' END,
-                 'usage', jsonb_build_object('steps', 3, 'model_calls', 3, 'tool_calls', 2, 'cost', '0.06'),
-                 'failure', CASE WHEN $failed THEN jsonb_build_object(
-                   'reason', 'provider_error', 'error_class', 'ProviderTransientError',
-                   'provider', 'anthropic', 'provider_code', 'overloaded_error', 'http_status', 529)
-                 ELSE 'null'::jsonb END)
-        FROM generate_series(1, $runs) g;
-        """,
-        params,
-    )
-    step(
-        "ledger entries",
-        """
-        INSERT INTO accounting_ledgerentry (id, created_at, owner_id, run_id, schedule_id, provider, model,
-                                            input_tokens, output_tokens, cost)
-        SELECT g, $slot + interval '20 seconds', $owner, g, $schedule, 'anthropic', 'claude-research',
-               12000, 1500, 0.05 + (g % 50) / 1000.0
-        FROM generate_series(1, $runs) g;
-        """,
-        params,
-    )
-    step(
-        "transcripts of the measured owner's runs (6 entries each)",
-        """
-        INSERT INTO runs_transcriptentry (
-            run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error, created_at)
-        SELECT r.id, s.seq, (s.seq + 1) / 2,
-               CASE WHEN s.seq = 0 THEN 'user' WHEN s.seq % 2 = 1 THEN 'assistant' ELSE 'tool' END,
-               CASE WHEN s.seq = 5 THEN 'Briefing: five points.'
-                    WHEN s.seq % 2 = 0 THEN 'result ' || s.seq ELSE '' END,
-               CASE WHEN s.seq IN (1, 3) THEN '[{"id": "c1", "name": "web.search", "arguments": "{}"}]'::jsonb
-                    ELSE '[]'::jsonb END,
-               '', CASE WHEN s.seq IN (2, 4) THEN 'web.search' ELSE '' END, false, r.created_at
-        FROM runs_run r CROSS JOIN generate_series(0, 5) AS s(seq)
-        WHERE r.owner_id = 1;
-        """,
-        params,
-    )
-    step(
-        "pauses, last events, open reservations",
-        """
-        INSERT INTO schedules_pauseevent (
-            id, schedule_id, action, reason, actor_id, run_id, failures_at_event, failure_limit, detail,
-            created_at)
-        SELECT s.id, s.id, 'pause', 'failure_limit', NULL, NULL, 2, 2, '', now() - interval '1 hour'
-        FROM schedules_schedule s WHERE s.id % 10 = 0;
-        UPDATE schedules_schedule SET status = 'paused', pause_id = id WHERE id % 10 = 0;
-        UPDATE schedules_schedule s SET last_event_id = e.newest
-        FROM (SELECT schedule_id, max(id) AS newest FROM accounting_accountingevent GROUP BY schedule_id) e
-        WHERE e.schedule_id = s.id;
-        INSERT INTO accounting_reservation (owner_id, run_id, amount, created_at, released_at)
-        SELECT 1, id, 5, now(), NULL FROM runs_run WHERE owner_id = 1 ORDER BY id DESC LIMIT 3;
-        """,
-        params,
-    )
+    print(f" {time.perf_counter() - started:.1f} s", flush=True)
+    started = time.perf_counter()
+    print("  the light owners' rows …", end="", flush=True)
+    for index in range(light_owners):
+        step(
+            "",
+            OWNER_SQL,
+            {
+                **params,
+                "owner": 2 + index,
+                "first_schedule": schedules + 1 + index * LIGHT_SCHEDULES,
+                "schedules": LIGHT_SCHEDULES,
+                "first_run": runs + 1 + index * LIGHT_RUNS,
+                "runs": LIGHT_RUNS,
+            },
+            quiet=True,
+        )
+    print(f" {time.perf_counter() - started:.1f} s", flush=True)
+    step("spend rollups", ROLLUP_SQL, params)
     with connection.cursor() as cursor:
         # Rows were inserted with explicit ids; move each sequence past them. Table names are ours.
         for table in (
@@ -259,11 +253,22 @@ def seed(schedules: int, runs: int, owner_schedules: int) -> dict[str, int]:
     # An append-only table is vacuumed by autovacuum in production; the seeded one is vacuumed here.
     step("VACUUM ANALYZE", "VACUUM ANALYZE", {})
     User.objects.create_superuser("bench-admin", password="bench-admin-password")
-    paused = 10  # schedule 10 is the measured owner's and paused (g % 10 = 0)
-    failed_run = next(
-        r for r in range(runs, 0, -1) if r % 7 == 0 and (r - 1) % schedules + 1 <= owner_schedules
-    )
-    return {"paused_schedule": paused, "failed_run": failed_run}
+    return ids_of()
+
+
+def ids_of() -> dict[str, Any]:
+    """For each owner measured: a paused schedule of theirs and their newest failed run."""
+    from runs.models import Run
+    from schedules.models import Schedule
+
+    found = {}
+    for label, owner in (("heavy", HEAVY), ("light", HEAVY + 1)):
+        found[label] = {
+            "owner": owner,
+            "paused_schedule": Schedule.objects.filter(owner_id=owner, status="paused").order_by("id")[0].pk,
+            "failed_run": Run.objects.filter(owner_id=owner, status="failed").order_by("-id")[0].pk,
+        }
+    return found
 
 
 def stock_runs_admin() -> str:
@@ -326,43 +331,52 @@ def measure(label: str, get: Callable[[], Any], requests: int) -> dict[str, Any]
     }
 
 
-def run(requests: int, ids: dict[str, int]) -> list[dict[str, Any]]:
+OWNER_PAGES: list[tuple[str, str]] = [
+    ("schedules list (all, page 1)", "/"),
+    ("schedules list (paused tab)", "/?status=paused"),
+    ("schedules list (search)", "/?q=briefing%2000"),
+    ("schedule detail (paused)", "/schedules/{paused_schedule}/"),
+    ("run detail (failed)", "/runs/{failed_run}/"),
+    ("budget", "/budget/"),
+    ("conversations", "/conversations/"),
+    ("settings", "/settings/"),
+    ("new schedule form", "/schedules/new/"),
+]
+ADMIN_PAGES: list[tuple[str, str]] = [
+    ("admin: runs changelist", "/admin/runs/run/"),
+    ("admin: runs, filtered", "/admin/runs/run/?status__exact=failed&provider=anthropic"),
+    ("admin: schedules changelist", "/admin/schedules/schedule/"),
+    ("admin: ledger changelist", "/admin/accounting/ledgerentry/"),
+    ("admin: accounting events", "/admin/accounting/accountingevent/"),
+    ("admin: occurrences", "/admin/schedules/occurrence/"),
+    ("admin: conversations", "/admin/runs/conversation/"),
+]
+
+
+def run(requests: int, ids: dict[str, Any]) -> list[dict[str, Any]]:
     from django.contrib.auth.models import User
     from django.test import Client, override_settings
 
-    owner = Client(HTTP_HOST="localhost")
-    owner.force_login(User.objects.get(username="bench-owner"))
+    results = []
+    for label, owner_ids in ids.items():
+        owner = Client(HTTP_HOST="localhost")
+        owner.force_login(User.objects.get(pk=owner_ids["owner"]))
+        for page, url in OWNER_PAGES:
+            target = url.format(**owner_ids)
+            results.append({**measure(page, lambda t=target, c=owner: c.get(t), requests), "owner": label})
     staff = Client(HTTP_HOST="localhost")
     staff.force_login(User.objects.get(username="bench-admin"))
-    pages: list[tuple[str, Callable[[], Any]]] = [
-        ("schedules list (all, page 1)", lambda: owner.get("/")),
-        ("schedules list (paused tab, page 2)", lambda: owner.get("/?status=paused&page=2")),
-        ("schedules list (search)", lambda: owner.get("/?q=briefing%2000")),
-        ("schedule detail (paused)", lambda: owner.get(f"/schedules/{ids['paused_schedule']}/")),
-        ("run detail (failed)", lambda: owner.get(f"/runs/{ids['failed_run']}/")),
-        ("budget", lambda: owner.get("/budget/")),
-        ("conversations", lambda: owner.get("/conversations/")),
-        ("admin: runs changelist (ours)", lambda: staff.get("/admin/runs/run/")),
-        (
-            "admin: runs, filtered (ours)",
-            lambda: staff.get("/admin/runs/run/?status=failed&provider=anthropic"),
-        ),
-        ("admin: schedules changelist", lambda: staff.get("/admin/schedules/schedule/")),
-        ("admin: ledger changelist", lambda: staff.get("/admin/accounting/ledgerentry/")),
-    ]
-    results = [measure(label, get, requests) for label, get in pages]
+    for page, url in ADMIN_PAGES:
+        results.append({**measure(page, lambda u=url: staff.get(u), requests), "owner": "admin"})
     with override_settings(ROOT_URLCONF=stock_runs_admin()):
-        results.append(
-            measure(
-                "admin: runs changelist (Django defaults)",
-                lambda: staff.get("/stock-admin/runs/run/"),
-                requests,
-            )
+        stock = measure(
+            "admin: runs changelist, Django's defaults", lambda: staff.get("/stock-admin/runs/run/"), requests
         )
+        results.append({**stock, "owner": "admin"})
     return results
 
 
-def reuse_database(name: str) -> dict[str, int]:
+def reuse_database(name: str) -> dict[str, Any]:
     """Point Django at an existing, already seeded bench database (after a --keep run)."""
     import os
     from urllib.parse import urlsplit, urlunsplit
@@ -371,32 +385,44 @@ def reuse_database(name: str) -> dict[str, int]:
     os.environ["DATABASE_URL"] = urlunsplit(urlsplit(base)._replace(path=f"/{name}"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("DEBUG", "false")
     import django
 
     django.setup()
-    from runs.models import Run
+    return ids_of()
 
-    failed = Run.objects.filter(owner_id=1, status="failed").order_by("-id").values_list("id", flat=True)[0]
-    return {"paused_schedule": 10, "failed_run": failed}
+
+QUERY_GOAL, P95_GOAL_MS = 12, 100.0
 
 
 def report(requests: int, results: list[dict[str, Any]]) -> None:
     print(f"\n{requests} requests per page, server time in ms (test client, whole Django stack):\n")
-    print(f"{'page':44} {'queries':>7} {'whole-table reads':>17} {'p50':>8} {'p95':>8} {'max':>8}")
+    print(f"{'owner':6} {'page':42} {'queries':>7} {'whole-table':>11} {'p50':>8} {'p95':>8} {'max':>8}")
     for r in results:
         print(
-            f"{r['label']:44} {r['queries']:>7} {r['whole_table']:>17} "
+            f"{r['owner']:6} {r['label']:42} {r['queries']:>7} {r['whole_table']:>11} "
             f"{r['p50']:>8.1f} {r['p95']:>8.1f} {r['max']:>8.1f}"
         )
+    heavy = {r["label"]: r for r in results if r["owner"] == "heavy"}
+    light = {r["label"]: r for r in results if r["owner"] == "light"}
+    print("\nheavy owner against a light one (p95 ratio; goal: flat, at most 1.5x):")
+    for label, row in heavy.items():
+        print(f"  {label:42} {row['p95'] / max(light[label]['p95'], 0.001):>6.2f}x")
+    ours = [r for r in results if "Django's defaults" not in r["label"]]
+    missed = [r for r in ours if r["queries"] > QUERY_GOAL or r["p95"] > P95_GOAL_MS]
+    print(
+        f"\ngoal: at most {QUERY_GOAL} queries and p95 at most {P95_GOAL_MS:.0f} ms on every page: ", end=""
+    )
+    print("met" if not missed else "missed on " + ", ".join(f"{r['owner']} {r['label']}" for r in missed))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--schedules", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--owner-schedules", type=int, default=1_000)
+    parser.add_argument("--schedules", type=int, default=10_000, help="the heavy owner's schedules")
+    parser.add_argument("--runs", type=int, default=1_000_000, help="the heavy owner's runs this month")
+    parser.add_argument("--light-owners", type=int, default=10)
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument(
@@ -409,12 +435,12 @@ def main() -> None:
         return
     with bench_database("bench_dashboard", keep=args.keep):
         started = time.perf_counter()
-        ids = seed(args.schedules, args.runs, args.owner_schedules)
+        ids = seed(args.schedules, args.runs, args.light_owners)
         print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
         measure_all(args, ids)
 
 
-def measure_all(args: argparse.Namespace, ids: dict[str, int]) -> None:
+def measure_all(args: argparse.Namespace, ids: dict[str, Any]) -> None:
     report(args.requests, run(args.requests, ids))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import zoneinfo
 
@@ -74,14 +75,42 @@ def test_empty_states_say_what_to_do_next(owner, owner_client, agent):
     assert "No schedules match “zzz”" in owner_client.get("/?q=zzz").text
 
 
-def test_pages_of_25_with_next_and_previous(owner, owner_client, agent):
+def _link(page: str, rel: str) -> str:
+    found = re.search(rf'rel="{rel}" href="([^"]+)"', page)
+    assert found, f"no {rel} link"
+    return html.unescape(found.group(1))
+
+
+def test_pages_of_25_from_a_keyset_cursor_with_next_and_previous(owner, owner_client, agent):
     for number in range(30):
         make_schedule(owner, agent, title=f"Briefing {number:02d}")
-    first = _text(owner_client.get("/").text)
-    second = _text(owner_client.get("/?page=2").text)
-    assert "Page 1 of 2" in first and "Briefing 24" in first and "Briefing 25" not in first
-    assert "Briefing 29" in second and "← Previous" in second
-    assert "Page 2 of 2" in _text(owner_client.get("/?page=99").text)  # out of range: the last page
+    services.pause_schedule(Schedule.objects.get(title="Briefing 29"), by=owner)  # paused come first
+    first_page = owner_client.get("/").text
+    first = _text(first_page)
+    assert "1\u201325 of 30" in first and "Briefing 29" in first and "Briefing 24" not in first
+    assert 'rel="prev"' not in first_page
+    second_page = owner_client.get("/" + _link(first_page, "next")).text
+    second = _text(second_page)
+    assert "26\u201330 of 30" in second and "Briefing 24" in second and "Briefing 28" in second
+    assert "Briefing 29" not in second and 'rel="next"' not in second_page
+    back = _text(owner_client.get("/" + _link(second_page, "prev")).text)
+    assert "1\u201325 of 30" in back and "Briefing 00" in back and "Briefing 29" in back
+
+
+def test_a_schedule_added_meanwhile_does_not_shift_the_next_page(owner, owner_client, agent):
+    for number in range(30):
+        make_schedule(owner, agent, title=f"Briefing {number:02d}")
+    next_link = _link(owner_client.get("/").text, "next")
+    make_schedule(owner, agent, title="Briefing 00a")  # sorts into the first page
+    second = _text(owner_client.get("/" + next_link).text)
+    assert "Briefing 25" in second and "Briefing 24" not in second
+
+
+@pytest.mark.parametrize("cursor", ["junk", "%00", "x" * 2000, "WyJwYXVzZWQiLDEsMl0"])
+def test_a_cursor_that_was_not_ours_is_the_first_page(owner, owner_client, agent, cursor):
+    make_schedule(owner, agent, title="Briefing")
+    response = owner_client.get(f"/?after={cursor}&start=-3")
+    assert (response.status_code in (200, 400) and "Briefing" in response.text) or response.status_code == 400
 
 
 def test_another_owners_schedules_never_show(other_client, paused_after_two_failures):
@@ -101,8 +130,9 @@ def test_the_list_costs_a_fixed_number_of_queries(owner, owner_client, agent, dj
     with django_assert_max_num_queries(12):
         response = owner_client.get("/")
     assert response.text.count("<tr>") == 26  # header + 25 rows
+    next_link = _link(owner_client.get("/?q=briefing").text, "next")
     with django_assert_max_num_queries(12):
-        owner_client.get("/?q=briefing&status=active&page=2")
+        owner_client.get("/" + next_link)
 
 
 def test_anonymous_visitors_are_sent_to_sign_in(client):
