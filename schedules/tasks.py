@@ -1,7 +1,8 @@
 """django-q2 entry points. With runs/tasks.py, the only modules that import django_q.
 
 The cluster is a worker here: its own scheduler only fires `tick`, `reap` and `notify` every
-minute.
+minute. The ORM broker that writes tasks in the caller's transaction lives in runs/tasks.py,
+which also holds the conversations' message task.
 """
 
 from __future__ import annotations
@@ -11,36 +12,16 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
-from django_q.brokers.orm import ORM
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
+from runs.tasks import BufferedOrmBroker as _BufferedOrmBroker  # shared with the message tasks
 from schedules import execution
 from schedules.notifications import deliver_pending_notices
 
 logger = logging.getLogger(__name__)
 
 OCCURRENCE_TASK = "schedules.tasks.run_occurrence"
-
-
-class _BufferedOrmBroker(ORM):  # type: ignore[misc]
-    """django-q2's ORM broker, keeping the packages async_task signs so a tick inserts all its
-    tasks with one statement, in the tick's own transaction."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.packages: list[str] = []
-
-    def enqueue(self, task: str) -> None:
-        self.packages.append(task)
-
-    def flush(self) -> None:
-        now = timezone.now()
-        OrmQ.objects.bulk_create(
-            [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
-        )
-        self.packages = []
 
 
 def _send(occurrence_id: int, **options: Any) -> None:
