@@ -11,7 +11,9 @@ from typing import Any
 
 from django import forms
 
+from runs import conversations
 from runs.limits import LIMIT_FIELDS
+from runs.models import Agent
 from schedules.models import Schedule, ScheduleRevision
 from schedules.schemas import (
     NOT_UPDATABLE,
@@ -163,6 +165,53 @@ class ScheduleUpdateForm(PydanticForm):
         try:
             self.parsed = parse_update(data)
         except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+# -- conversations ------------------------------------------------------------------------------
+
+
+class MessageForm(PydanticForm):
+    """A message to the assistant; the rules are runs.conversations.parse_message's."""
+
+    message = forms.CharField(
+        label="Message",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "every weekday at 7:30 brief me on AI news"}),
+    )
+
+    parsed_message: str
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        try:
+            self.parsed_message = conversations.parse_message(cleaned.get("message") or "")
+        except conversations.InvalidMessage as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+class ConversationForm(MessageForm):
+    """A new conversation: the agent to talk to and the first message."""
+
+    agent = forms.CharField(label="Agent", required=False, widget=forms.Select())
+
+    field_order = ["agent", "message"]
+    parsed_agent: Agent
+
+    def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        widget = self.fields["agent"].widget
+        assert isinstance(widget, forms.Select)
+        widget.choices = [(name, name) for name in agents]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        try:
+            self.parsed_agent = conversations.usable_agent(cleaned.get("agent") or "")
+        except conversations.InvalidMessage as exc:
             self.add_field_errors(exc.fields)
         return cleaned
 

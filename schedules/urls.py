@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from schedules.views import budget, owner_settings, runs, schedules
+from schedules.views import budget, conversations, owner_settings, runs, schedules
 
 app_name = "schedules"
 urlpatterns: list[URLPattern] = [
@@ -26,6 +26,10 @@ run_urls: list[URLPattern] = [
     path("runs/<int:pk>/", runs.run_detail, name="detail"),
     path("conversations/", runs.conversation_list, name="conversations"),
     path("conversations/<int:pk>/delete/", runs.conversation_delete, name="delete_conversation"),
+    path("conversations/new/", conversations.conversation_new, name="new_conversation"),
+    path("conversations/<int:pk>/", conversations.conversation_detail, name="conversation"),
+    path("conversations/<int:pk>/messages/", conversations.send_message, name="send_message"),
+    path("runs/<int:pk>/cancel/", conversations.cancel_run, name="cancel"),
 ]
 
 budget_urls: list[URLPattern] = [

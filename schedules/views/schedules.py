@@ -3,6 +3,8 @@ HTMX requests get a named partial of the same template (django-template-partials
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
@@ -58,7 +60,17 @@ def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     tz = owner_timezone(schedule.owner_id)
     detail = selectors.schedule_detail(schedule, tz)
     context = {"detail": detail, "panel": detail.panel, "pause_events": detail.pause_events, "owner_tz": tz}
+    context.update(_chat_context(schedule, detail.history))
     return render(request, "schedules/detail.html", context)
+
+
+def _chat_context(schedule: Schedule, history: list[Any]) -> dict[str, Any]:
+    """What the page adds for conversations: which chat revisions' conversations still exist
+    (linked from the history)."""
+    ids = {entry.revision.conversation_id for entry in history if entry.revision.conversation_id}
+    return {
+        "chat_conversations": selectors.chat_conversations(schedule.owner_id, ids),
+    }
 
 
 def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, changed: bool) -> HttpResponse:
