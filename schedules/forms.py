@@ -169,7 +169,7 @@ class ScheduleUpdateForm(PydanticForm):
         return cleaned
 
 
-# -- conversations ------------------------------------------------------------------------------
+# -- conversations and completion notices ------------------------------------------------------
 
 
 class MessageForm(PydanticForm):
@@ -214,6 +214,32 @@ class ConversationForm(MessageForm):
         except conversations.InvalidMessage as exc:
             self.add_field_errors(exc.fields)
         return cleaned
+
+
+class CompletionSettingsForm(PydanticForm):
+    completion_email = forms.BooleanField(
+        label="Email me when a scheduled run completes, with its answer", required=False
+    )
+    completion_webhook = forms.BooleanField(
+        label="POST a signed notice to my webhook when a scheduled run completes", required=False
+    )
+    webhook_content = forms.BooleanField(
+        label="Include the answer in webhook notices (content leaves this product)", required=False
+    )
+
+
+COMPLETION_CHOICES = [("", "Follow my settings"), ("on", "Always tell me"), ("off", "Never tell me")]
+
+
+class ScheduleCompletionForm(forms.Form):
+    """A schedule's override of the owner's completion-notice setting."""
+
+    completion_notices = forms.ChoiceField(
+        label="When a run of this schedule completes", choices=COMPLETION_CHOICES, required=False
+    )
+
+    def value(self) -> bool | None:
+        return {"on": True, "off": False}.get(self.cleaned_data.get("completion_notices") or "")
 
 
 # -- the admin's explicit revision ------------------------------------------------------------

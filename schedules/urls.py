@@ -20,6 +20,12 @@ urlpatterns: list[URLPattern] = [
     path("settings/", owner_settings.notification_settings, name="settings"),
     path("settings/rotate-secret/", owner_settings.rotate_webhook_secret, name="rotate_secret"),
     path("settings/test/", owner_settings.send_test_notification, name="test_notification"),
+    path("settings/completions/", owner_settings.completion_settings, name="completion_settings"),
+    path(
+        "schedules/<int:pk>/completion-notices/",
+        schedules.completion_notices,
+        name="completion_notices",
+    ),
 ]
 
 run_urls: list[URLPattern] = [
