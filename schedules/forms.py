@@ -179,7 +179,7 @@ class MessageForm(PydanticForm):
         label="Message",
         required=False,
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "every weekday at 7:30 brief me on AI news"}),
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Ask for a briefing or a reminder…"}),
     )
 
     parsed_message: str

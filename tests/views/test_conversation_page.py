@@ -173,10 +173,9 @@ def test_the_poll_that_sees_the_run_ended_stops_polling_and_enables_send(owner, 
 
     assert poll.status_code == 286
     assert "hx-trigger" not in poll.text
-    assert (
-        '<button id="send-button" type="submit" class="button button--primary" hx-swap-oob="true">'
-        in poll.text
-    )
+    assert '<div id="composer-foot" class="composer__foot" hx-swap-oob="true">' in poll.text
+    assert '<button id="send-button" type="submit" class="button button--primary">Send</button>' in poll.text
+    assert "Up to 8,000 characters." in poll.text
     assert "I can set up briefings and reminders" in poll.text
 
 
