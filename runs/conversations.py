@@ -61,14 +61,17 @@ class ScheduledConversation(Exception):
 
 
 class AgentRetired(Exception):
-    """The conversation's agent has been retired since; its history cannot continue with it."""
+    """The conversation's agent has been retired since (or it never had one): its history cannot
+    continue with it."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent | None) -> None:
         self.agent = agent
-        self.message = (
-            f"The agent {agent.name} of this conversation has been retired; start a new conversation "
-            "with another agent."
+        name = (
+            f"The agent {agent.name} of this conversation has been retired"
+            if agent
+            else ("This conversation has no agent to continue with")
         )
+        self.message = f"{name}; start a new conversation with another agent."
         super().__init__(self.message)
 
 
@@ -161,20 +164,18 @@ def send_message(conversation: Conversation, message: str, *, enqueue: Enqueue) 
         if locked.runs.filter(kind=Run.Kind.INTERACTIVE).in_flight().exists():
             raise RunInProgress(conversation)
         agent = _agent_of(locked)
-        if not agent.is_active:
+        if agent is None or not agent.is_active:
             raise AgentRetired(agent)
         Conversation.objects.filter(pk=locked.pk).update(last_activity_at=now)
         return _queue(locked, agent, message, enqueue=enqueue)
 
 
-def _agent_of(conversation: Conversation) -> Agent:
+def _agent_of(conversation: Conversation) -> Agent | None:
     if conversation.agent_id is not None:
         return Agent.objects.get(pk=conversation.agent_id)
     # A conversation from before conversations named their agent: its newest run's.
     run = conversation.runs.filter(kind=Run.Kind.INTERACTIVE).select_related("agent").order_by("-pk").first()
-    if run is None:
-        raise Agent.DoesNotExist("the conversation has no agent")
-    return run.agent
+    return run.agent if run is not None else None
 
 
 def _queue(conversation: Conversation, agent: Agent, message: str, *, enqueue: Enqueue) -> Run:

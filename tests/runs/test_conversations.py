@@ -243,3 +243,11 @@ def test_two_messages_sent_at_the_same_moment_start_one_run(owner):
     assert conversation.runs.filter(status="queued").count() == 1
     assert OrmQ.objects.count() == 1
     assert Reservation.objects.filter(released_at__isnull=True).count() == 1
+
+
+def test_a_conversation_without_an_agent_or_runs_takes_no_message(owner):
+    conversation = Conversation.objects.create(owner=owner, title="Made in the admin")
+
+    with pytest.raises(conversations.AgentRetired, match="has no agent to continue with"):
+        conversations.send_message(conversation, "hello?", enqueue=enqueue_runs)
+    assert not Run.objects.exists()
