@@ -233,6 +233,8 @@ SCHEDULE_TICK_BATCH = env_int("SCHEDULE_TICK_BATCH", 500, minimum=1)
 # ORM path, as on SQLite.
 SCHEDULE_TICK_SET_BASED = env_bool("SCHEDULE_TICK_SET_BASED", True)
 SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum=1)
+# The longest message an owner may send in a conversation (dashboard and API).
+CONVERSATION_MESSAGE_MAX_CHARS = env_int("CONVERSATION_MESSAGE_MAX_CHARS", 8_000, minimum=1)
 
 # Interactive runs whose caller gives no limits (ADR-0115): reserves of 1 step, 1 model call,
 # 0 tool calls and 10 % of max_cost, each kept only when below its total.

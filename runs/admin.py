@@ -57,6 +57,8 @@ class AgentForm(ModelForm):  # type: ignore[type-arg]
             "output_price_per_mtok",
             "default_limits",
             "cost_limit",
+            "history_turns",
+            "history_tokens",
             "is_active",
         )
 

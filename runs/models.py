@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from accounting.models import AppendOnlyModel, MoneyField
 from accounting.money import PRICE_PLACES
@@ -108,6 +109,15 @@ class Agent(models.Model):
         null=True, blank=True, help_text="Finite cost limit per run, USD; blank = no finite limit."
     )
     is_active = models.BooleanField(default=True, help_text="Retire an agent instead of deleting it.")
+    # What a message in a conversation sends of the conversation's earlier exchanges (runs.history):
+    # the newest ones, at most this many and about this many tokens; older ones are dropped.
+    history_turns = models.PositiveIntegerField(
+        default=20, help_text="Earlier exchanges of a conversation sent with each message, newest first."
+    )
+    history_tokens = models.PositiveIntegerField(
+        default=12_000,
+        help_text="Largest size of those earlier exchanges, in estimated tokens (4 characters each).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -169,7 +179,7 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
 
 class Conversation(models.Model):
     """A chat session. Scheduled occurrences each get a new one, named in `metadata`
-    (`schedule_id`, `occurrence_id`, `scheduled_for`)."""
+    (`schedule_id`, `occurrence_id`, `scheduled_for`). One the owner started has its `agent`."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
@@ -177,11 +187,17 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # When its newest message was sent (or it was created): the conversations list's order.
+    last_activity_at = models.DateTimeField(default=timezone.now)
 
     objects = ConversationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["owner", "-last_activity_at", "-id"], name="conversation_owner_activity")
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -190,6 +206,11 @@ class Conversation(models.Model):
     def schedule_id(self) -> int | None:
         value = self.metadata.get("schedule_id")
         return int(value) if value is not None else None
+
+    @property
+    def is_scheduled(self) -> bool:
+        """An occurrence's own conversation: the owner reads its answer there."""
+        return "occurrence_id" in self.metadata
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -253,6 +274,10 @@ class Run(models.Model):
     # late finisher of an older attempt cannot overwrite what replaced it.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempt = models.UUIDField(null=True, blank=True, db_index=True)
+    # What its requests carried of the conversation's earlier exchanges (runs.history), set when
+    # it starts: how many, and whether older ones were left out by the agent's bound.
+    history_sent = models.PositiveIntegerField(null=True, blank=True)
+    history_omitted = models.BooleanField(default=False)
 
     objects = RunQuerySet.as_manager()
 
@@ -261,8 +286,17 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
+            # A conversation's newest completed exchanges, read newest first and only as many as
+            # are sent (runs.history), whatever the length of the conversation.
+            models.Index(fields=["conversation", "kind", "status", "-id"], name="run_conversation_history"),
         ]
         constraints = [
+            # One message at a time: a conversation has at most one interactive run in flight.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=models.Q(kind="interactive", status__in=["queued", "running"]),
+                name="run_one_in_flight_per_conversation",
+            ),
             models.CheckConstraint(condition=models.Q(cost__gte=0), name="run_cost_non_negative"),
             models.CheckConstraint(
                 condition=models.Q(kind="delegated", parent__isnull=False)

@@ -38,6 +38,7 @@ from runs.failures import (
     RunTimeout,
     SynthesisReserveViolation,
 )
+from runs.history import earlier_exchanges
 from runs.limits import RunLimits, budget_state, tool_calls_that_fit, with_reserves
 from runs.models import Agent, Run, TranscriptEntry
 from runs.providers import adapter_for, call_with_retries, client_for
@@ -492,27 +493,23 @@ def execute_run(
 
 def _history(run: Run) -> tuple[list[Message], int]:
     """Earlier exchanges of the conversation (prompt and answer of each completed interactive
-    run) and this run's own transcript, with the number of its transcript entries. The
-    synthesis instruction is never among them."""
+    run), bounded by the agent's turns and token budget, newest kept (runs.history), then this
+    run's own transcript, with the number of its transcript entries. The synthesis instruction
+    is never among them. When the run starts, what was sent is recorded on it, so the owner is
+    shown when older exchanges are no longer sent."""
     messages: list[Message] = []
     entries = 0
-    # A scheduled occurrence has a conversation of its own: nothing came before it.
-    if run.kind == Run.Kind.INTERACTIVE and "occurrence_id" not in run.conversation.metadata:
-        earlier = (
-            Run.objects.filter(
-                conversation_id=run.conversation_id,
-                kind=Run.Kind.INTERACTIVE,
-                status=Run.Status.COMPLETED,
-                created_at__lt=run.created_at,
-            )
-            .order_by("created_at", "id")
-            .only("prompt", "answer")
+    window = earlier_exchanges(run, run.agent)
+    for previous in window.runs:
+        messages += [
+            Message(role="user", content=previous.prompt),
+            Message(role="assistant", content=previous.answer),
+        ]
+    if run.history_sent is None and run.kind == Run.Kind.INTERACTIVE and not run.conversation.is_scheduled:
+        Run.objects.filter(pk=run.pk, history_sent__isnull=True).update(
+            history_sent=len(window.runs), history_omitted=window.omitted
         )
-        for previous in earlier:
-            messages += [
-                Message(role="user", content=previous.prompt),
-                Message(role="assistant", content=previous.answer),
-            ]
+        run.history_sent, run.history_omitted = len(window.runs), window.omitted
     if run.steps == 0:  # a new run's transcript is its prompt alone: no need to read it back
         return [*messages, Message(role="user", content=run.prompt)], 1
     for entry in run.transcript.order_by("seq"):

@@ -17,6 +17,7 @@ class SchedulesConfig(AppConfig):
         from schedules.tools import register_schedule_tools
 
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
+        run_finished.connect(_queue_completion_notice, dispatch_uid="schedules.queue_completion_notice")
         late_usage_recorded.connect(_record_late_usage, dispatch_uid="schedules.record_late_usage")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
@@ -28,6 +29,18 @@ def _record_run_outcome(sender: Any, run: Any, **kwargs: Any) -> None:
     if run.kind == "delegated" or "occurrence_id" not in run.conversation.metadata:
         return  # not a scheduled occurrence's run
     record_run_outcome(run)
+
+
+def _queue_completion_notice(sender: Any, run: Any, **kwargs: Any) -> None:
+    from schedules.completions import queue_completion_notice
+
+    if (
+        run.status != "completed"
+        or run.kind == "delegated"
+        or "occurrence_id" not in run.conversation.metadata
+    ):
+        return  # only a scheduled occurrence's completed run is announced
+    queue_completion_notice(run)
 
 
 def _record_late_usage(sender: Any, run: Any, usage: dict[str, Any], **kwargs: Any) -> None:

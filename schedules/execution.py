@@ -314,6 +314,7 @@ def _insert_sql(plans: list[_Plan], now: datetime) -> list[_Slot]:
                 _metadata(p.schedule, i, slot) for (p, slot), i in zip(runnable, occurrence_ids, strict=True)
             ],
             "created_at": [created] * len(runnable),
+            "last_activity_at": [created] * len(runnable),
         },
     )
     runs = bulk.Rows(
@@ -453,18 +454,29 @@ def execute_occurrence(
     return execute_run(occurrence.run, client=client, sleep=sleep)
 
 
-def reap(
-    *, now: datetime | None = None, waiting_occurrences: Callable[[], set[int]] | None = None
-) -> list[int]:
+@dataclass(frozen=True)
+class QueuedTasks:
+    """What the task queue still holds: occurrences and interactive runs waiting for a worker."""
+
+    occurrences: frozenset[int]
+    runs: frozenset[int]
+
+
+def reap(*, now: datetime | None = None, queued_tasks: Callable[[], QueuedTasks] | None = None) -> list[int]:
     """Fail runs whose worker died, or whose task was lost before any worker took it, with
     `worker_lost`; each counts like any failure and releases its reservation. Idempotent.
-    `waiting_occurrences` lists the occurrences whose tasks are still in the queue."""
+    `queued_tasks` reads what is still in the queue (only when some run waited suspiciously
+    long): a run behind a backlog is left alone, scheduled or interactive."""
 
     def still_waiting(queued: list[Run]) -> set[int]:
-        if waiting_occurrences is None:
+        if queued_tasks is None:
             return set()
-        waiting = waiting_occurrences()
-        runs = Occurrence.objects.filter(pk__in=waiting, run__in=queued).values_list("run_id", flat=True)
-        return {run_id for run_id in runs if run_id is not None}
+        waiting = queued_tasks()
+        runs = Occurrence.objects.filter(pk__in=waiting.occurrences, run__in=queued).values_list(
+            "run_id", flat=True
+        )
+        return {run_id for run_id in runs if run_id is not None} | {
+            run.pk for run in queued if run.pk in waiting.runs
+        }
 
     return run_services.fail_lost_runs(now=now, still_waiting=still_waiting)

@@ -11,7 +11,9 @@ from typing import Any
 
 from django import forms
 
+from runs import conversations
 from runs.limits import LIMIT_FIELDS
+from runs.models import Agent
 from schedules.models import Schedule, ScheduleRevision
 from schedules.schemas import (
     NOT_UPDATABLE,
@@ -165,6 +167,79 @@ class ScheduleUpdateForm(PydanticForm):
         except InvalidSchedule as exc:
             self.add_field_errors(exc.fields)
         return cleaned
+
+
+# -- conversations and completion notices ------------------------------------------------------
+
+
+class MessageForm(PydanticForm):
+    """A message to the assistant; the rules are runs.conversations.parse_message's."""
+
+    message = forms.CharField(
+        label="Message",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Ask for a briefing or a reminder…"}),
+    )
+
+    parsed_message: str
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        try:
+            self.parsed_message = conversations.parse_message(cleaned.get("message") or "")
+        except conversations.InvalidMessage as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+class ConversationForm(MessageForm):
+    """A new conversation: the agent to talk to and the first message."""
+
+    agent = forms.CharField(label="Agent", required=False, widget=forms.Select())
+
+    field_order = ["agent", "message"]
+    parsed_agent: Agent
+
+    def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        widget = self.fields["agent"].widget
+        assert isinstance(widget, forms.Select)
+        widget.choices = [(name, name) for name in agents]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        try:
+            self.parsed_agent = conversations.usable_agent(cleaned.get("agent") or "")
+        except conversations.InvalidMessage as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+class CompletionSettingsForm(PydanticForm):
+    completion_email = forms.BooleanField(
+        label="Email me when a scheduled run completes, with its answer", required=False
+    )
+    completion_webhook = forms.BooleanField(
+        label="POST a signed notice to my webhook when a scheduled run completes", required=False
+    )
+    webhook_content = forms.BooleanField(
+        label="Include the answer in webhook notices (content leaves this product)", required=False
+    )
+
+
+COMPLETION_CHOICES = [("", "Follow my settings"), ("on", "Always tell me"), ("off", "Never tell me")]
+
+
+class ScheduleCompletionForm(forms.Form):
+    """A schedule's override of the owner's completion-notice setting."""
+
+    completion_notices = forms.ChoiceField(
+        label="When a run of this schedule completes", choices=COMPLETION_CHOICES, required=False
+    )
+
+    def value(self) -> bool | None:
+        return {"on": True, "off": False}.get(self.cleaned_data.get("completion_notices") or "")
 
 
 # -- the admin's explicit revision ------------------------------------------------------------

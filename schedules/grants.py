@@ -69,6 +69,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_notificationsettings": FULL,
         # The settings page's test button records its attempts; a deleted schedule takes its own.
         "schedules_notificationattempt": ("SELECT", "INSERT", "DELETE"),
+        # Written when a scheduled run completes (also one cancelled or finished from here).
+        "schedules_completionnotice": ("SELECT", "INSERT", "DELETE"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": APPEND,
@@ -90,6 +92,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_apitoken": READ,
         "schedules_notificationsettings": WRITE,
         "schedules_notificationattempt": APPEND,
+        # The completion outbox: written with a run's end, marked claimed and sent by `notify`.
+        "schedules_completionnotice": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": FULL,

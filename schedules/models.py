@@ -54,6 +54,9 @@ class Schedule(models.Model):
         AccountingEvent, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Tell the owner when one of its runs completes: None follows the owner's setting
+    # (NotificationSettings.completion_*), True or False overrides it for this schedule.
+    completion_notices = models.BooleanField(null=True, blank=True)
 
     objects = ScheduleQuerySet.as_manager()
 
@@ -122,6 +125,12 @@ class ScheduleRevision(AppendOnlyModel):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
     limits = models.JSONField()
     max_consecutive_failures = models.PositiveIntegerField()
+    # A revision written in chat names the conversation and run whose tool call wrote it. Plain
+    # ids, not foreign keys: deleting the conversation must not rewrite an append-only revision.
+    conversation_id = models.BigIntegerField(
+        null=True, blank=True, db_index=True, help_text="The conversation it was written in (chat)."
+    )
+    run_id = models.BigIntegerField(null=True, blank=True, help_text="The run whose tool call wrote it.")
 
     class Meta:
         ordering = ["schedule", "-number"]
@@ -330,6 +339,11 @@ class NotificationSettings(models.Model):
     webhook_failures = models.PositiveIntegerField(default=0, help_text="Consecutive permanent failures.")
     webhook_disabled_at = models.DateTimeField(null=True, blank=True)
     webhook_disabled_reason = models.CharField(max_length=300, blank=True)
+    # Completion notices (schedules.completions): off by default, per channel; a schedule may
+    # override whether it sends them. The webhook carries the answer only with the content opt-in.
+    completion_email = models.BooleanField(default=False)
+    completion_webhook = models.BooleanField(default=False)
+    webhook_content = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -363,6 +377,9 @@ class NotificationAttempt(AppendOnlyModel):
     pause_event = models.ForeignKey(
         PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
+    completion_notice = models.ForeignKey(
+        "CompletionNotice", on_delete=models.CASCADE, null=True, blank=True, related_name="attempts"
+    )
     channel = models.CharField(max_length=16, choices=Channel.choices)
     attempt = models.PositiveSmallIntegerField(default=1)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
@@ -377,3 +394,28 @@ class NotificationAttempt(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.channel} {self.outcome} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class CompletionNotice(models.Model):
+    """The outbox of "a scheduled run completed" (schedules.completions), written in the run's
+    terminal transaction when the owner opted in, claimed and sent by the minute `notify` task
+    like a pause notice: `notified_at` is null until it went out on every channel."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="+")
+    occurrence = models.ForeignKey(Occurrence, on_delete=models.CASCADE, related_name="+")
+    run_id = models.BigIntegerField(help_text="The completed run (its conversation may be deleted since).")
+    created_at = models.DateTimeField()
+    notify_claimed_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["id"], name="completion_unnotified", condition=models.Q(notified_at__isnull=True)
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"completion of run {self.run_id} ({self.schedule_id})"

@@ -99,9 +99,16 @@ def _check_recurrence(kind: str, cron: str, tz: str, run_at: datetime | None, no
 
 
 def create_schedule(
-    owner: AbstractBaseUser, data: ScheduleCreate, *, via: str, now: datetime | None = None
+    owner: AbstractBaseUser,
+    data: ScheduleCreate,
+    *,
+    via: str,
+    now: datetime | None = None,
+    conversation_id: int | None = None,
+    run_id: int | None = None,
 ) -> Schedule:
-    """schedule.create: the owner's new schedule with revision 1 pinned by the policy."""
+    """schedule.create: the owner's new schedule with revision 1 pinned by the policy. In chat,
+    the revision names the conversation and run that wrote it."""
     now = now or timezone.now()
     owner_id = _user_id(owner)
     assert owner_id is not None
@@ -146,6 +153,8 @@ def create_schedule(
             agent=agent,
             limits=limits.to_json(),
             max_consecutive_failures=CREATE_FAILURE_LIMIT,
+            conversation_id=conversation_id,
+            run_id=run_id,
         )
         Schedule.objects.filter(pk=schedule.pk).update(current_revision=revision)
     schedule.current_revision = revision
@@ -198,10 +207,18 @@ def _locked_if(schedule: Schedule, *, status: str | None) -> Schedule | None:
 
 
 def update_schedule(
-    schedule: Schedule, data: ScheduleUpdate, *, by: AbstractBaseUser, via: str, now: datetime | None = None
+    schedule: Schedule,
+    data: ScheduleUpdate,
+    *,
+    by: AbstractBaseUser,
+    via: str,
+    now: datetime | None = None,
+    conversation_id: int | None = None,
+    run_id: int | None = None,
 ) -> Schedule:
     """schedule.update: a new revision with title, prompt, recurrence or time zone changed, limits
-    and failure limit copied. No revision when nothing changes. The count is untouched."""
+    and failure limit copied. No revision when nothing changes. The count is untouched. In chat,
+    the revision names the conversation and run that wrote it."""
     now = now or timezone.now()
     changes = data.changes()
     with transaction.atomic():
@@ -229,7 +246,14 @@ def update_schedule(
                 locked.kind, merged["cron"], merged["timezone"], merged["run_at"], now
             )
         revision = _next_revision(
-            locked, by=by, now=now, path=ScheduleRevision.Path.UPDATE, via=via, **merged
+            locked,
+            by=by,
+            now=now,
+            path=ScheduleRevision.Path.UPDATE,
+            via=via,
+            conversation_id=conversation_id,
+            run_id=run_id,
+            **merged,
         )
         update: dict[str, Any] = {"current_revision": revision, "title": merged["title"]}
         if recurrence_changed and locked.status == Schedule.Status.ACTIVE:

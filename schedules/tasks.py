@@ -1,7 +1,8 @@
 """django-q2 entry points. With runs/tasks.py, the only modules that import django_q.
 
 The cluster is a worker here: its own scheduler only fires `tick`, `reap` and `notify` every
-minute.
+minute. The ORM broker that writes tasks in the caller's transaction lives in runs/tasks.py,
+which also holds the conversations' message task.
 """
 
 from __future__ import annotations
@@ -9,38 +10,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
-from django_q.brokers.orm import ORM
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
+from runs.tasks import MESSAGE_TASK, in_transaction
 from schedules import execution
+from schedules.completions import deliver_completion_notices
 from schedules.notifications import deliver_pending_notices
 
 logger = logging.getLogger(__name__)
 
 OCCURRENCE_TASK = "schedules.tasks.run_occurrence"
-
-
-class _BufferedOrmBroker(ORM):  # type: ignore[misc]
-    """django-q2's ORM broker, keeping the packages async_task signs so a tick inserts all its
-    tasks with one statement, in the tick's own transaction."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.packages: list[str] = []
-
-    def enqueue(self, task: str) -> None:
-        self.packages.append(task)
-
-    def flush(self) -> None:
-        now = timezone.now()
-        OrmQ.objects.bulk_create(
-            [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
-        )
-        self.packages = []
 
 
 def _send(occurrence_id: int, **options: Any) -> None:
@@ -54,22 +34,8 @@ def _send(occurrence_id: int, **options: Any) -> None:
 
 
 def enqueue_occurrences(occurrence_ids: list[int]) -> None:
-    """One task per occurrence. With the ORM broker on the default database the task rows are
-    written in the caller's transaction; with any other broker they are sent once it commits."""
-    if not occurrence_ids:
-        return
-    if settings.Q_CLUSTER.get("orm") == "default":
-        broker = _BufferedOrmBroker()
-        for occurrence_id in occurrence_ids:
-            _send(occurrence_id, broker=broker)
-        broker.flush()
-    else:
-
-        def send_all() -> None:
-            for occurrence_id in occurrence_ids:
-                _send(occurrence_id)
-
-        transaction.on_commit(send_all)
+    """One task per occurrence, written in the caller's transaction (runs.tasks.in_transaction)."""
+    in_transaction(_send, occurrence_ids)
 
 
 PERIODIC_TASKS = {
@@ -92,8 +58,9 @@ def ensure_periodic_tasks(**kwargs: Any) -> None:
 
 
 def notify() -> str:
-    """Send the notices of pauses that committed since the last run (the outbox), every minute."""
-    attempts = deliver_pending_notices()
+    """Send the notices of pauses, and of completed runs the owner asked to hear about, that
+    committed since the last run (the outboxes), every minute."""
+    attempts = deliver_pending_notices() + deliver_completion_notices()
     return ", ".join(f"{a.channel} {a.outcome}" for a in attempts) or "nothing to send"
 
 
@@ -111,24 +78,29 @@ def run_occurrence(occurrence_id: int) -> str:
     return f"occurrence {occurrence_id}: " + (f"run {run.pk} {run.status}" if run else "already claimed")
 
 
-def _queued_occurrences() -> set[int]:
-    """The occurrences whose tasks are still in the ORM queue (read only when some run has
-    waited suspiciously long)."""
-    waiting: set[int] = set()
+def _queued_tasks() -> execution.QueuedTasks:
+    """The occurrences and interactive runs whose tasks are still in the ORM queue (read only
+    when some run has waited suspiciously long)."""
+    occurrences: set[int] = set()
+    runs: set[int] = set()
     for row in OrmQ.objects.all().only("payload"):
         try:
             task = row.task
         except Exception:  # a package signed with another key, or corrupt: not one of ours
             logger.warning("unreadable task package %s in the queue", row.pk)
             continue
-        if task.get("func") == OCCURRENCE_TASK and task.get("args"):
-            waiting.add(int(task["args"][0]))
-    return waiting
+        if not task.get("args"):
+            continue
+        if task.get("func") == OCCURRENCE_TASK:
+            occurrences.add(int(task["args"][0]))
+        elif task.get("func") == MESSAGE_TASK:
+            runs.add(int(task["args"][0]))
+    return execution.QueuedTasks(frozenset(occurrences), frozenset(runs))
 
 
 def reap() -> str:
     """Fail runs whose worker stopped heartbeating or whose task was lost."""
-    lost = execution.reap(waiting_occurrences=_queued_occurrences)
+    lost = execution.reap(queued_tasks=_queued_tasks)
     if lost:
         logger.warning("reaper: %d run(s) failed worker_lost", len(lost))
     return f"{len(lost)} lost"

@@ -3,14 +3,24 @@ dashboard and the API; the agent can never pass limits (ADR-0109 decision 4)."""
 
 from __future__ import annotations
 
+import re
+import zoneinfo
+from datetime import datetime, time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from accounting.money import format_money
 from runs.tools import Tool, ToolContext, ToolError, register
 from schedules import services
-from schedules.models import Schedule
-from schedules.schemas import NOT_UPDATABLE, InvalidSchedule, parse_create, parse_update
+from schedules.models import Schedule, ScheduleRevision
+from schedules.schemas import (
+    NOT_UPDATABLE,
+    InvalidSchedule,
+    LimitsNotUpdatable,
+    parse_create,
+    parse_update,
+)
 
 
 class CreateArguments(BaseModel):
@@ -33,10 +43,63 @@ class UpdateArguments(BaseModel):
     run_at: str | None = None
     cron: str | None = None
     timezone: str | None = None
+    time_of_day: str | None = Field(
+        default=None,
+        description="Move it to this local time (HH:MM, e.g. 08:00), keeping its days (or its date).",
+    )
+
+
+_TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+_NUMBER = re.compile(r"^\d+$")
 
 
 def _refusal(error: InvalidSchedule) -> ToolError:
     return ToolError("; ".join(f"{field}: {message}" for field, message in error.fields.items()))
+
+
+def _next_run_words(schedule: Schedule) -> str:
+    """ "Mon 7 Sep 2026 at 07:30 EEST", in the schedule's own time zone."""
+    if schedule.next_occurrence_at is None:
+        return "no further run is due"
+    local = schedule.next_occurrence_at.astimezone(zoneinfo.ZoneInfo(schedule.revision.timezone))
+    return f"next run {local:%a} {local.day} {local:%b %Y at %H:%M} {local.tzname()}"
+
+
+def pinned_words(revision: ScheduleRevision) -> str:
+    """What the policy pinned, as the owner reads it: budget, reserves, failure limit."""
+    limits = revision.run_limits
+    reserves = [
+        f"{limits.synthesis_reserve_steps} steps" if limits.synthesis_reserve_steps else "",
+        f"{limits.synthesis_reserve_model_calls} model calls" if limits.synthesis_reserve_model_calls else "",
+        f"{limits.synthesis_reserve_tool_calls} tool calls" if limits.synthesis_reserve_tool_calls else "",
+        f"USD {format_money(limits.synthesis_reserve_cost)}" if limits.synthesis_reserve_cost else "",
+    ]
+    named = [r for r in reserves if r]
+    return (
+        f"budget USD {format_money(limits.max_cost)} per run; "
+        f"synthesis reserves {', '.join(named) if named else 'none'}; "
+        f"pauses after {revision.max_consecutive_failures} consecutive failures"
+    )
+
+
+def _moved(schedule: Schedule, time_of_day: str) -> dict[str, Any]:
+    """The recurrence of `schedule` at another local time of day, days (or date) kept."""
+    match = _TIME_OF_DAY.match(time_of_day.strip())
+    if match is None:
+        raise ToolError("time_of_day must be a local time as HH:MM, such as 08:00")
+    hour, minute = int(match.group(1)), int(match.group(2))
+    revision = schedule.revision
+    if schedule.kind == Schedule.Kind.ONE_TIME:
+        assert revision.run_at is not None
+        zone = zoneinfo.ZoneInfo(revision.timezone)
+        day = revision.run_at.astimezone(zone).date()
+        return {"run_at": datetime.combine(day, time(hour, minute), tzinfo=zone)}
+    fields = revision.cron.split()
+    if not (_NUMBER.match(fields[0]) and _NUMBER.match(fields[1])):
+        raise ToolError(
+            f"schedule {schedule.pk} runs at several times of day ({revision.cadence}); give a cron instead"
+        )
+    return {"cron": " ".join([str(minute), str(hour), *fields[2:]])}
 
 
 def schedule_create(arguments: CreateArguments, context: ToolContext) -> str:
@@ -48,31 +111,57 @@ def schedule_create(arguments: CreateArguments, context: ToolContext) -> str:
         )
     try:
         schedule = services.create_schedule(
-            context.run.owner, parse_create({**data, "agent": context.agent.name}), via="chat"
+            context.run.owner,
+            parse_create({**data, "agent": context.agent.name}),
+            via="chat",
+            conversation_id=context.run.conversation_id,
+            run_id=context.run.pk,
         )
     except InvalidSchedule as error:
         raise _refusal(error) from None
     revision = schedule.revision
     return (
-        f"Created schedule {schedule.pk} '{schedule.title}' ({revision.cadence}); next run "
-        f"{schedule.next_occurrence_at:%Y-%m-%d %H:%M} UTC; "
-        f"budget USD {revision.limits['max_cost']} per run; "
-        f"pauses after {revision.max_consecutive_failures} consecutive failures."
+        f"Created schedule {schedule.pk} “{schedule.title}”: {revision.cadence}; "
+        f"{_next_run_words(schedule)}. Pinned by the schedule.create policy: {pinned_words(revision)}."
     )
 
 
 def schedule_update(arguments: UpdateArguments, context: ToolContext) -> str:
-    schedule = Schedule.objects.owned_by(context.run.owner).filter(pk=arguments.schedule_id).first()
+    data: dict[str, Any] = arguments.model_dump(exclude={"schedule_id", "time_of_day"}, exclude_none=True)
+    try:
+        parse_update(data)  # limits and the failure limit are refused first, whatever the schedule
+    except LimitsNotUpdatable as error:
+        raise _refusal(error) from None
+    except InvalidSchedule:
+        pass  # reported below, once the schedule is known to be the owner's
+    schedule = (
+        Schedule.objects.owned_by(context.run.owner)
+        .select_related("current_revision")
+        .filter(pk=arguments.schedule_id)
+        .first()
+    )
     if schedule is None:
         raise ToolError(f"there is no schedule {arguments.schedule_id} of yours")
+    if arguments.time_of_day is not None:
+        data.update(_moved(schedule, arguments.time_of_day))
     try:
-        changes = parse_update(arguments.model_dump(exclude={"schedule_id"}, exclude_none=True))
-        updated = services.update_schedule(schedule, changes, by=context.run.owner, via="chat")
+        updated = services.update_schedule(
+            schedule,
+            parse_update(data),
+            by=context.run.owner,
+            via="chat",
+            conversation_id=context.run.conversation_id,
+            run_id=context.run.pk,
+        )
     except InvalidSchedule as error:
         raise _refusal(error) from None
     except services.ScheduleCompleted:
         raise ToolError("the schedule has completed and cannot be changed") from None
-    return f"Schedule {updated.pk} is now at revision {updated.revision.number}: {updated.revision.cadence}."
+    revision = updated.revision
+    return (
+        f"Schedule {updated.pk} “{updated.title}” is now at revision {revision.number}: {revision.cadence}; "
+        f"{_next_run_words(updated)}. Its limits and failure limit are unchanged."
+    )
 
 
 def register_schedule_tools() -> None:
@@ -88,7 +177,8 @@ def register_schedule_tools() -> None:
     register(
         Tool(
             "schedule.update",
-            "Change a schedule's title, prompt, recurrence or time zone. Limits cannot be changed here.",
+            "Change a schedule's title, prompt, recurrence, time of day or time zone. Limits and the "
+            "failure limit cannot be changed here (only an explicit revision by an admin changes them).",
             UpdateArguments,
             schedule_update,
         )

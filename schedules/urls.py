@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from schedules.views import budget, owner_settings, runs, schedules
+from schedules.views import budget, conversations, owner_settings, runs, schedules
 
 app_name = "schedules"
 urlpatterns: list[URLPattern] = [
@@ -20,12 +20,22 @@ urlpatterns: list[URLPattern] = [
     path("settings/", owner_settings.notification_settings, name="settings"),
     path("settings/rotate-secret/", owner_settings.rotate_webhook_secret, name="rotate_secret"),
     path("settings/test/", owner_settings.send_test_notification, name="test_notification"),
+    path("settings/completions/", owner_settings.completion_settings, name="completion_settings"),
+    path(
+        "schedules/<int:pk>/completion-notices/",
+        schedules.completion_notices,
+        name="completion_notices",
+    ),
 ]
 
 run_urls: list[URLPattern] = [
     path("runs/<int:pk>/", runs.run_detail, name="detail"),
     path("conversations/", runs.conversation_list, name="conversations"),
     path("conversations/<int:pk>/delete/", runs.conversation_delete, name="delete_conversation"),
+    path("conversations/new/", conversations.conversation_new, name="new_conversation"),
+    path("conversations/<int:pk>/", conversations.conversation_detail, name="conversation"),
+    path("conversations/<int:pk>/messages/", conversations.send_message, name="send_message"),
+    path("runs/<int:pk>/cancel/", conversations.cancel_run, name="cancel"),
 ]
 
 budget_urls: list[URLPattern] = [

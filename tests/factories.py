@@ -192,3 +192,58 @@ def spend(
         cost=Decimal(cost),
         at=at,
     )
+
+
+ASSISTANT_TOOLS = ["clock.now", "schedule.create", "schedule.update"]
+
+
+def make_assistant(
+    name: str = "sim-assistant",
+    *,
+    history_turns: int = 20,
+    history_tokens: int = 12_000,
+    **overrides: Any,
+) -> Agent:
+    """The simulated assistant with the schedule tools, as demo_data makes it."""
+    overrides.setdefault("tools", ASSISTANT_TOOLS)
+    agent = make_agent(name, model="sim-assistant", **overrides)
+    Agent.objects.filter(pk=agent.pk).update(history_turns=history_turns, history_tokens=history_tokens)
+    agent.refresh_from_db()
+    return agent
+
+
+def chat(owner: User, agent: Agent, message: str, *, conversation: Conversation | None = None) -> Run:
+    """Send a message through the conversation services and answer it in-process, as the
+    message task does in a worker. Returns the run, ended."""
+    from runs import conversations
+
+    queued: list[int] = []
+    if conversation is None:
+        run = conversations.start_conversation(owner.pk, agent, message, enqueue=queued.extend)
+    else:
+        run = conversations.send_message(conversation, message, enqueue=queued.extend)
+    assert queued == [run.pk]
+    answered = conversations.execute_message(run.pk, sleep=lambda seconds: None)
+    assert answered is not None
+    return answered
+
+
+def answered_conversation(owner: User, agent: Agent, message: str = "Hello") -> Conversation:
+    """A conversation the owner started, its first message answered "Hi." (no provider)."""
+    from runs import conversations
+    from runs.failures import Outcome
+    from runs.services import claim_run, finish_run
+
+    run = conversations.start_conversation(owner.pk, agent, message, enqueue=lambda ids: None)
+    attempt = claim_run(run)
+    assert finish_run(run, Outcome(status=Run.Status.COMPLETED, answer="Hi."), attempt=attempt)
+    return run.conversation
+
+
+def running_run(owner: User, agent: Agent, *, conversation: Conversation | None = None) -> Run:
+    """An interactive run a worker is driving right now (claimed, no provider call yet)."""
+    if conversation is None:
+        conversation = Conversation.objects.create(owner=owner, agent=agent, title="In flight")
+    return create_run(
+        owner.pk, agent, "Working on it", conversation=conversation, limits=agent.limits, attempt=uuid.uuid4()
+    )

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from runs.providers import assistant
 from runs.providers.base import SYNTHESIS_INSTRUCTION
 
 MODELS = (
@@ -30,6 +31,7 @@ MODELS = (
     "sim-bad-param",
     "sim-flaky",
     "sim-slow",
+    "sim-assistant",
 )
 MAX_DELAY_SECONDS = 600
 _MARKER = SYNTHESIS_INSTRUCTION.split(".")[0]
@@ -112,15 +114,22 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
     }.get(model, False)
     if told_to_synthesize and model != "sim-ignores-reserve":
         wants_tool = False
+    scripted = None
+    if model == "sim-assistant":
+        scripted = assistant.reply(messages, _tool_names(body.get("tools")), synthesize=told_to_synthesize)
+        wants_tool = bool(scripted.get("tool_calls"))
     if model == "sim-expensive":
         usage = {"prompt_tokens": 150_000, "completion_tokens": 10_000}
     else:
         size = sum(len(str(m.get("content") or "")) for m in messages)
         usage = {"prompt_tokens": 200 + size // 4, "completion_tokens": 60 if wants_tool else 180}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    if wants_tool:
+    if scripted is not None:
+        message: dict[str, Any] = scripted
+        finish = "tool_calls" if wants_tool else "stop"
+    elif wants_tool:
         tool, arguments = _pick_tool(body.get("tools"), _last_user_text(messages))
-        message: dict[str, Any] = {
+        message = {
             "role": "assistant",
             "content": None,
             "tool_calls": [
@@ -173,15 +182,19 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _pick_tool(tools: Any, prompt: str) -> tuple[str, dict[str, Any]]:
-    """clock_now when offered; agent_delegate when the prompt asks to delegate; else the first."""
-    names = [
+def _tool_names(tools: Any) -> list[str]:
+    return [
         t["function"]["name"]
-        for t in tools or []
+        for t in (tools if isinstance(tools, list) else [])
         if isinstance(t, dict)
         and isinstance(t.get("function"), dict)
         and isinstance(t["function"].get("name"), str)
     ]
+
+
+def _pick_tool(tools: Any, prompt: str) -> tuple[str, dict[str, Any]]:
+    """clock_now when offered; agent_delegate when the prompt asks to delegate; else the first."""
+    names = _tool_names(tools)
     if "agent_delegate" in names and "delegate" in prompt.lower():
         return "agent_delegate", {"task": "Collect supporting evidence for the briefing."}
     if "clock_now" in names or not names:

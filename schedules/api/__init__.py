@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from schedules.api import conversations  # noqa: F401  (registers the conversation routes)
 from schedules.api.routes import api
 
 __all__ = ["api"]

@@ -121,6 +121,8 @@ class Revision(Out):
     run_at: datetime | None
     limits: Limits
     max_consecutive_failures: int
+    via: str = Field(description="where it came from: chat, dashboard, admin, api, demo")
+    conversation_id: int | None = Field(description="chat: the conversation it was asked for in")
 
 
 class Pause(Out):
@@ -287,6 +289,8 @@ def revision_of(revision: ScheduleRevision) -> Revision:
         run_at=revision.run_at,
         limits=limits_of(revision.limits),
         max_consecutive_failures=revision.max_consecutive_failures,
+        via=revision.via,
+        conversation_id=revision.conversation_id,
     )
 
 

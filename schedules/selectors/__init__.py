@@ -6,6 +6,7 @@ and detail pages stay fast on large tables. Writes never happen here; they go th
 
 from __future__ import annotations
 
+from schedules.selectors.conversations import Thread, chat_conversations, conversation_thread
 from schedules.selectors.runs import conversation_page, deletion_summary, run_page
 from schedules.selectors.schedules import (
     Change,
@@ -22,7 +23,10 @@ from schedules.selectors.words import count_sentence, pause_explanation
 __all__ = [
     "Change",
     "StatusPanel",
+    "Thread",
+    "chat_conversations",
     "conversation_page",
+    "conversation_thread",
     "count_sentence",
     "deletion_summary",
     "diff",

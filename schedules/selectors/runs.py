@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Min, Q, Sum
 
 from accounting.formatting import money_text
 from accounting.ledger import ZERO
@@ -145,6 +145,8 @@ class ConversationRow:
     cost: Decimal
     schedule: Schedule | None
     schedule_deleted: bool
+    in_flight: bool = False
+    agent_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,20 +171,27 @@ def _page_number(page: str | int | None) -> int:
 
 
 def conversation_page(owner_id: int, page: str | int | None) -> ConversationPage:
-    """Newest first, without counting the table: a page and whether another follows (three queries)."""
+    """Newest activity first, without counting the table: a page and whether another follows
+    (three queries)."""
     number = _page_number(page)
     offset = (number - 1) * PER_PAGE
     conversations = list(
-        Conversation.objects.filter(owner_id=owner_id).order_by("-created_at", "-id")[
-            offset : offset + PER_PAGE + 1
-        ]
+        Conversation.objects.filter(owner_id=owner_id)
+        .select_related("agent")
+        .order_by("-last_activity_at", "-id")[offset : offset + PER_PAGE + 1]
     )
     shown = conversations[:PER_PAGE]
     totals: dict[int, dict[str, Any]] = {
         row["conversation_id"]: dict(row)
         for row in Run.objects.filter(conversation__in=shown)
         .values("conversation_id")
-        .annotate(runs=Count("id"), failed=Count("id", filter=Q(status=Run.Status.FAILED)), cost=Sum("cost"))
+        .annotate(
+            runs=Count("id", filter=~Q(kind=Run.Kind.DELEGATED)),
+            failed=Count("id", filter=Q(status=Run.Status.FAILED) & ~Q(kind=Run.Kind.DELEGATED)),
+            cost=Sum("cost", filter=~Q(kind=Run.Kind.DELEGATED)),
+            in_flight=Count("id", filter=Q(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])),
+            agent_name=Min("agent__name"),
+        )
     }
     schedule_ids = {c.schedule_id for c in shown if c.schedule_id is not None}
     schedules = Schedule.objects.filter(owner_id=owner_id).in_bulk(schedule_ids) if schedule_ids else {}
@@ -198,6 +207,10 @@ def conversation_page(owner_id: int, page: str | int | None) -> ConversationPage
                 cost=total.get("cost") or ZERO,
                 schedule=schedules.get(schedule_id) if schedule_id else None,
                 schedule_deleted=schedule_id is not None and schedule_id not in schedules,
+                in_flight=bool(total.get("in_flight")),
+                agent_name=conversation.agent.name
+                if conversation.agent
+                else str(total.get("agent_name") or ""),
             )
         )
     return ConversationPage(rows, number, has_next=len(conversations) > PER_PAGE)

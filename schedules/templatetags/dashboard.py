@@ -26,6 +26,7 @@ TONES: dict[str, str] = {
     "failed": "bad",
     "running": "info",
     "queued": "info",
+    "in_progress": "info",
     "pending": "info",
     "missed": "muted",
     "skipped": "muted",

@@ -9,8 +9,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from config.http import HtmxRequest
-from schedules import notifications, selectors
-from schedules.forms import NotificationSettingsForm
+from schedules import completions, notifications, selectors
+from schedules.forms import CompletionSettingsForm, NotificationSettingsForm
+from schedules.models import NotificationSettings
 
 
 @require_http_methods(["GET", "POST"])
@@ -35,11 +36,34 @@ def notification_settings(request: HtmxRequest) -> HttpResponse:
 
 
 def _settings_page(
-    request: HtmxRequest, form: NotificationSettingsForm, channels: object, secret: str
+    request: HtmxRequest,
+    form: NotificationSettingsForm,
+    channels: NotificationSettings,
+    secret: str,
+    completion_form: CompletionSettingsForm | None = None,
 ) -> HttpResponse:
     attempts = selectors.notification_attempts(request.user.pk)
     context = {"form": form, "channels": channels, "secret": secret, "attempts": attempts}
+    context["completion_form"] = completion_form or CompletionSettingsForm(
+        initial={
+            "completion_email": channels.completion_email,
+            "completion_webhook": channels.completion_webhook,
+            "webhook_content": channels.webhook_content,
+        }
+    )
     return render(request, "schedules/settings.html", context)
+
+
+@require_POST
+@login_required
+def completion_settings(request: HtmxRequest) -> HttpResponse:
+    """Whether the owner is told when a scheduled run completes, on which channels."""
+    form = CompletionSettingsForm(request.POST)
+    if form.is_valid():  # three checkboxes: always valid
+        channels = completions.update_completion_settings(request.user, **form.cleaned_data)
+        on = channels.completion_email or channels.completion_webhook
+        messages.success(request, "Completion notices are on." if on else "Completion notices are off.")
+    return redirect("schedules:settings")
 
 
 @require_POST

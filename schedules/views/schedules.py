@@ -3,6 +3,8 @@ HTMX requests get a named partial of the same template (django-template-partials
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
@@ -15,8 +17,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
-from schedules import selectors, services
-from schedules.forms import ScheduleCreateForm, ScheduleUpdateForm
+from schedules import completions, selectors, services
+from schedules.forms import ScheduleCompletionForm, ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
 from schedules.schemas import InvalidSchedule
 
@@ -65,7 +67,35 @@ def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     tz = owner_timezone(schedule.owner_id)
     detail = selectors.schedule_detail(schedule, tz)
     context = {"detail": detail, "panel": detail.panel, "pause_events": detail.pause_events, "owner_tz": tz}
+    context.update(_chat_context(schedule, detail.history))
     return render(request, "schedules/detail.html", context)
+
+
+def _chat_context(schedule: Schedule, history: list[Any]) -> dict[str, Any]:
+    """What the page adds for conversations: which chat revisions' conversations still exist
+    (linked from the history) and the schedule's completion-notice setting."""
+    ids = {entry.revision.conversation_id for entry in history if entry.revision.conversation_id}
+    return {
+        "chat_conversations": selectors.chat_conversations(schedule.owner_id, ids),
+        "completion": completions.describe(schedule),
+    }
+
+
+@require_POST
+@login_required
+@vary_on_headers("HX-Request")
+def completion_notices(request: HtmxRequest, pk: int) -> HttpResponse:
+    """This schedule's override of the owner's completion-notice setting. Idempotent."""
+    schedule = _mine(request, pk)
+    form = ScheduleCompletionForm(request.POST)
+    if form.is_valid():
+        schedule = completions.set_schedule_completion_notices(schedule, form.value())
+    completion = completions.describe(schedule)
+    if request.htmx:
+        context = {"schedule": schedule, "completion": completion, "saved": True}
+        return render(request, "schedules/_completion_notices.html", context)
+    messages.success(request, f"Saved. {completion.sentence}")
+    return redirect("schedules:detail", pk=pk)
 
 
 def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, changed: bool) -> HttpResponse:

@@ -151,23 +151,40 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("GET", "/accounting-events?schedule={schedule}", "read", None),
     ("GET", "/budget", "read", None),
     ("DELETE", "/conversations/{conversation}", "write", None),
+    ("GET", "/conversations", "read", None),
+    ("GET", "/conversations/{chat}", "read", None),
+    ("POST", "/conversations", "write", {"agent": "researcher", "message": "What is on today?"}),
+    ("POST", "/conversations/{chat}/messages", "write", {"message": "And tomorrow?"}),
+    ("POST", "/runs/{live}/cancel", "write", None),
 ]
 
 
 class World:
-    """An owner's schedule with one failed, accounted run."""
+    """An owner's schedule with one failed, accounted run, and a conversation the owner started
+    whose first message was answered (`chat`). `live` is a run in flight, made when asked for."""
 
     def __init__(self, owner: User, agent: Any) -> None:
         from runs.models import Run
-        from tests.factories import fail, make_schedule, materialize
+        from tests.factories import answered_conversation, fail, make_schedule, materialize
 
+        self.owner, self.agent = owner, agent
         self.schedule = make_schedule(owner, agent)
         self.run: Run = fail(materialize(self.schedule))
         self.schedule.refresh_from_db()
+        self.chat = answered_conversation(owner, agent)
+        self.live: Run | None = None
 
     def path(self, template: str) -> str:
+        from tests.factories import running_run
+
+        if "{live}" in template and self.live is None:
+            self.live = running_run(self.owner, self.agent)
         return template.format(
-            schedule=self.schedule.pk, run=self.run.pk, conversation=self.run.conversation_id
+            schedule=self.schedule.pk,
+            run=self.run.pk,
+            conversation=self.run.conversation_id,
+            chat=self.chat.pk,
+            live=self.live.pk if self.live else 0,
         )
 
 

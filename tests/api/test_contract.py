@@ -5,16 +5,19 @@ error) is validated against the schema the API serves (tests/api/contract.py, vi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
 from django.http import HttpResponse
 from django.utils import timezone
 
+from accounting import ledger
+from accounting.models import OwnerBudget
 from runs.models import Run
 from tests.api.conftest import ALL_SCOPES, ROUTES, Api, World, body_of, token_for, valid_pin_body
 from tests.api.contract import Contract, served_contract
-from tests.factories import finish, make_schedule, make_user, materialize
+from tests.factories import finish, make_schedule, make_user, materialize, running_run
 
 pytestmark = pytest.mark.django_db
 
@@ -22,12 +25,17 @@ INVALID_BODIES = {
     ("POST", "/schedules"): {"title": 7},
     ("PATCH", "/schedules/{schedule}"): {"max_cost": "9.00"},
     ("POST", "/schedules/{schedule}/revisions"): {"limits": {}, "reason": ""},
+    ("POST", "/conversations"): {"agent": "researcher", "message": "   "},
+    ("POST", "/conversations/{chat}/messages"): {"message": ""},
 }
 CONFLICTS = {
     ("POST", "/schedules/{schedule}/pause"): "paused",
     ("POST", "/schedules/{schedule}/resume"): "active",
     ("PATCH", "/schedules/{schedule}"): "completed",
     ("DELETE", "/conversations/{conversation}"): "busy",
+    ("POST", "/conversations"): "no room",
+    ("POST", "/conversations/{chat}/messages"): "answering",
+    ("POST", "/runs/{live}/cancel"): "ended",
 }
 
 
@@ -59,11 +67,23 @@ class Matrix:
             one_time = make_schedule(self.owner, self.agent, run_at=timezone.now() + timedelta(hours=1))
             finish(materialize(one_time))
             world.schedule = one_time
+        body = {"title": "x"} if method == "PATCH" else None
         if state == "busy":
             world.run = Run.objects.get(pk=materialize(world.schedule).run_id)
-        return self.owner_api.request(
-            method, world.path(template), {"title": "x"} if method == "PATCH" else None
-        )
+        if state == "answering":
+            running_run(self.owner, self.agent, conversation=world.chat)
+            body = {"message": "Me again"}
+        if state == "ended":
+            world.live = world.run
+        if state == "no room":
+            budget = ledger.budget_for(self.owner.pk)
+            budget.daily_ceiling = Decimal("1.00")
+            budget.save(update_fields=["daily_ceiling"])
+            body = {"agent": self.agent.name, "message": "Too dear today?"}
+        try:
+            return self.owner_api.request(method, world.path(template), body)
+        finally:
+            OwnerBudget.objects.filter(owner_id=self.owner.pk).update(daily_ceiling=None)
 
     def rate_limited(self, method: str, template: str, body) -> HttpResponse:
         world = self.fresh()

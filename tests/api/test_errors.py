@@ -26,7 +26,8 @@ def test_an_unknown_route_is_a_json_404(owner_api, path):
         ("PUT", "/schedules", "POST, GET"),
         ("DELETE", "/budget", "GET"),
         ("POST", "/runs/1", "GET"),
-        ("GET", "/conversations/1", "DELETE"),
+        ("PATCH", "/conversations/1", "GET, DELETE"),
+        ("GET", "/runs/1/cancel", "POST"),
     ],
 )
 def test_an_unsupported_method_is_a_json_405_with_allow(owner_api, method, path, allowed):

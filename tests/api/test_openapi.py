@@ -25,6 +25,11 @@ SPEC_ROUTES = {
     ("get", "/api/v1/accounting-events"): "read",
     ("get", "/api/v1/budget"): "read",
     ("delete", "/api/v1/conversations/{conversation_id}"): "write",
+    ("get", "/api/v1/conversations"): "read",
+    ("get", "/api/v1/conversations/{conversation_id}"): "read",
+    ("post", "/api/v1/conversations"): "write",
+    ("post", "/api/v1/conversations/{conversation_id}/messages"): "write",
+    ("post", "/api/v1/runs/{run_id}/cancel"): "write",
 }
 
 
@@ -65,6 +70,8 @@ def test_request_bodies_are_the_shared_models(schema):
         ("post", "/api/v1/schedules"): "ScheduleCreate",
         ("patch", "/api/v1/schedules/{schedule_id}"): "ScheduleUpdate",
         ("post", "/api/v1/schedules/{schedule_id}/revisions"): "ExplicitRevision",
+        ("post", "/api/v1/conversations"): "ConversationCreate",
+        ("post", "/api/v1/conversations/{conversation_id}/messages"): "MessageCreate",
     }
     components = schema["components"]["schemas"]
     for (method, path), name in bodies.items():

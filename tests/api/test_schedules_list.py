@@ -42,6 +42,9 @@ REVISION_FIELDS = {
     "run_at",
     "limits",
     "max_consecutive_failures",
+    # SPEC §11: where a revision came from, and the conversation of one written in chat.
+    "via",
+    "conversation_id",
 }
 
 

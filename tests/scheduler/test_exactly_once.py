@@ -176,11 +176,29 @@ def test_a_long_queued_run_is_failed_only_once_its_task_is_gone(owner, settings)
         seconds=settings.Q_RETRY_SECONDS + settings.RUN_LEASE_SECONDS + 60
     )
 
-    assert (
-        execution.reap(now=much_later, waiting_occurrences=tasks._queued_occurrences) == []
-    )  # still waiting
+    assert execution.reap(now=much_later, queued_tasks=tasks._queued_tasks) == []  # still waiting
     OrmQ.objects.all().delete()  # the task was lost
-    assert execution.reap(now=much_later, waiting_occurrences=tasks._queued_occurrences) == [run.pk]
+    assert execution.reap(now=much_later, queued_tasks=tasks._queued_tasks) == [run.pk]
     run.refresh_from_db()
     assert (run.status, run.failure_reason) == ("failed", "worker_lost")
     assert "its task was lost" in run.failure_message
+
+
+def test_a_message_waiting_behind_a_backlog_is_not_reaped_until_its_task_is_gone(owner, settings):
+    from django_q.models import OrmQ
+
+    from runs import conversations
+    from runs.tasks import enqueue_runs
+    from schedules import tasks
+    from tests.factories import make_assistant
+
+    run = conversations.start_conversation(owner.pk, make_assistant(), "hello", enqueue=enqueue_runs)
+    much_later = timezone.now() + timedelta(
+        seconds=settings.Q_RETRY_SECONDS + settings.RUN_LEASE_SECONDS + 60
+    )
+
+    assert execution.reap(now=much_later, queued_tasks=tasks._queued_tasks) == []  # still waiting
+    OrmQ.objects.all().delete()  # the task was lost
+    assert execution.reap(now=much_later, queued_tasks=tasks._queued_tasks) == [run.pk]
+    run.refresh_from_db()
+    assert (run.status, run.failure_reason) == ("failed", "worker_lost")

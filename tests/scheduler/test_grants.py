@@ -84,3 +84,48 @@ def test_the_web_role_can_act_for_owners_and_delete_a_schedule(owner, mailoutbox
         assert [a.outcome for a in notifications.send_test_notification(owner)] == ["delivered"]
         Schedule.objects.get(pk=schedule.pk).delete()
     assert not Schedule.objects.filter(pk=schedule.pk).exists()
+
+
+def test_the_web_role_can_start_a_conversation_send_a_message_and_stop_it(owner):
+    from runs import conversations
+    from runs.services import cancel_run
+    from runs.tasks import enqueue_runs
+    from schedules import completions
+    from tests.factories import make_assistant
+
+    agent = make_assistant()
+    with acting_as("web"):
+        run = conversations.start_conversation(owner.pk, agent, "hello", enqueue=enqueue_runs)
+        assert cancel_run(run)
+        follow_up = conversations.send_message(run.conversation, "again", enqueue=enqueue_runs)
+        assert cancel_run(follow_up)
+        completions.update_completion_settings(
+            owner, completion_email=True, completion_webhook=False, webhook_content=False
+        )
+    assert run.conversation.runs.filter(status="cancelled").count() == 2
+
+
+def test_the_scheduler_role_can_answer_a_message_and_send_completion_notices(owner, mailoutbox):
+    from runs import conversations
+    from schedules import completions
+    from tests.factories import make_assistant
+
+    owner.email = "olga@example.com"
+    owner.save()
+    completions.update_completion_settings(
+        owner, completion_email=True, completion_webhook=False, webhook_content=False
+    )
+    assistant = make_assistant()
+    queued = conversations.start_conversation(
+        owner.pk, assistant, "every weekday at 7:30 brief me on AI news", enqueue=lambda ids: None
+    )
+    schedule = make_schedule(owner, make_agent("briefer"), run_at=timezone.now() + timedelta(minutes=1))
+    with acting_as("scheduler"):
+        answered = conversations.execute_message(queued.pk, sleep=lambda s: None)
+        assert answered is not None and answered.status == "completed", answered.failure_message
+        enqueued: list[int] = []
+        execution.materialize_due(enqueue=enqueued.extend, now=timezone.now() + timedelta(minutes=2))
+        execution.execute_occurrence(enqueued[0], sleep=lambda s: None)
+        assert [a.outcome for a in completions.deliver_completion_notices()] == ["delivered"]
+    assert Schedule.objects.filter(owner=owner, revisions__via="chat").exists()
+    assert schedule.pk and len(mailoutbox) == 1

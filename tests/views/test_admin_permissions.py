@@ -212,6 +212,8 @@ def _agent_form(agent: Agent, **changes: str) -> dict[str, str]:
         "output_price_per_mtok": "15.00",
         "default_limits": json.dumps(agent.default_limits),
         "cost_limit": "",
+        "history_turns": "20",
+        "history_tokens": "12000",
         "is_active": "on",
         "credential_changes-TOTAL_FORMS": "0",
         "credential_changes-INITIAL_FORMS": "0",

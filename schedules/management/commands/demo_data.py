@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounting import ledger
+from runs import conversations
 from runs.limits import RunLimits
 from runs.models import Agent
 from runs.providers.simulated import MODELS
@@ -93,6 +94,18 @@ DEMO_SCHEDULES = [
 ]
 
 
+# The demo conversation: the owner asks the assistant for two schedules, then for a bigger
+# budget, which schedule.update refuses. Each message runs through the real loop.
+CHAT_AGENT = "sim-assistant"
+CHAT_TOOLS = ["clock.now", "schedule.create", "schedule.update"]
+CHAT_MESSAGES = [
+    "every weekday at 7:30 brief me on AI news",
+    "every Monday at 18:00 remind me to review the week's spend",
+    "give schedule {first} a USD 20 budget",
+]
+CHAT_FIRST_TITLE = "AI news briefing"
+
+
 class Command(BaseCommand):
     help = "Create (idempotently) the demo owner, admin, agents and schedules in every state."
 
@@ -109,6 +122,9 @@ class Command(BaseCommand):
         for index, demo in enumerate(todo, start=1):
             self.stdout.write(f"[{index}/{len(todo)}] {demo.title} …")
             self._schedule(owner, admin, demo)
+        if not Schedule.objects.owned_by(owner).filter(title=CHAT_FIRST_TITLE).exists():
+            self.stdout.write("A conversation with the assistant …")
+            self._conversation(owner)
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
         self.stdout.write(f"  owner  / {owner_password}   (schedules dashboard)")
         self.stdout.write(f"  admin  / {admin_password}   (Django admin, may pin revisions)")
@@ -124,13 +140,19 @@ class Command(BaseCommand):
 
     def _agents(self) -> None:
         for model in MODELS:
+            chat = model == CHAT_AGENT
             Agent.objects.get_or_create(
                 name=model,
                 defaults={
                     "provider": Agent.Provider.SIMULATED,
                     "model": model,
-                    "system_prompt": "You are a careful research assistant. Cite what you used.",
-                    "tools": ["clock.now"],
+                    "system_prompt": (
+                        "You are the owner's assistant. Set up briefings and reminders with the "
+                        "schedule tools; their limits are pinned by policy, never by you."
+                        if chat
+                        else "You are a careful research assistant. Cite what you used."
+                    ),
+                    "tools": CHAT_TOOLS if chat else ["clock.now"],
                     "input_price_per_mtok": Decimal("3.00"),
                     "output_price_per_mtok": Decimal("15.00"),
                     "default_limits": AGENT_LIMITS.to_json(),
@@ -182,6 +204,22 @@ class Command(BaseCommand):
                 services.pause_schedule(schedule, by=owner)
             if action == "resume" and schedule.status == Schedule.Status.PAUSED:
                 services.resume_schedule(schedule, by=owner)
+
+    def _conversation(self, owner: User) -> None:
+        """The owner's messages, each answered by the real run loop in this process (as a
+        worker would), so the schedules it creates go through schedule.create in chat."""
+        agent = Agent.objects.get(name=CHAT_AGENT)
+        conversation = None
+        for text in CHAT_MESSAGES:
+            first = Schedule.objects.owned_by(owner).filter(title=CHAT_FIRST_TITLE).first()
+            message = text.format(first=first.pk if first else "")
+            queued: list[int] = []
+            if conversation is None:
+                run = conversations.start_conversation(owner.pk, agent, message, enqueue=queued.extend)
+                conversation = run.conversation
+            else:
+                run = conversations.send_message(conversation, message, enqueue=queued.extend)
+            conversations.execute_message(run.pk, sleep=lambda seconds: None)
 
     def _replay(self, schedule: Schedule, slot: datetime) -> None:
         """The real tick at `slot`, then the real occurrence task, now."""

@@ -1,0 +1,74 @@
+"""django-q2 entry points of the run layer. With schedules/tasks.py, the only modules that import
+django_q.
+
+A message in a conversation is one task: the web request enqueues it in the transaction that
+writes the run (ORM broker on the same database), and a worker claims and drives the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.brokers.orm import ORM
+from django_q.models import OrmQ
+from django_q.tasks import async_task
+
+from runs.conversations import execute_message
+
+MESSAGE_TASK = "runs.tasks.run_message"
+
+
+class BufferedOrmBroker(ORM):  # type: ignore[misc]
+    """django-q2's ORM broker, keeping the packages async_task signs so a caller inserts all its
+    tasks with one statement, in its own transaction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.packages: list[str] = []
+
+    def enqueue(self, task: str) -> None:
+        self.packages.append(task)
+
+    def flush(self) -> None:
+        now = timezone.now()
+        OrmQ.objects.bulk_create(
+            [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
+        )
+        self.packages = []
+
+
+def in_transaction(send: Any, ids: list[int]) -> None:
+    """Call `send(id, **options)` for each id so that its task is written in the caller's
+    transaction (ORM broker on the default database), or sent once it commits (any other)."""
+    if not ids:
+        return
+    if settings.Q_CLUSTER.get("orm") == "default":
+        broker = BufferedOrmBroker()
+        for task_id in ids:
+            send(task_id, broker=broker)
+        broker.flush()
+    else:
+
+        def send_all() -> None:
+            for task_id in ids:
+                send(task_id)
+
+        transaction.on_commit(send_all)
+
+
+def _send(run_id: int, **options: Any) -> None:
+    async_task(MESSAGE_TASK, run_id, task_name=f"message-{run_id}", group="messages", **options)
+
+
+def enqueue_runs(run_ids: list[int]) -> None:
+    """One task per queued interactive run, atomically with the caller's write."""
+    in_transaction(_send, run_ids)
+
+
+def run_message(run_id: int) -> str:
+    """Answer one message; a second delivery of the same task does nothing."""
+    run = execute_message(run_id)
+    return f"run {run_id}: " + (run.status if run else "already claimed or ended")

@@ -1,0 +1,271 @@
+"""Telling the owner when a scheduled run completes, so a briefing is read when it is ready.
+
+Off by default. The owner turns it on per channel on the settings page (email with the answer
+in the body and a link; the signed webhook, with the answer only when they also opted in to
+content in webhooks), and any schedule may override that: always, or never, tell.
+
+The same outbox as pause notices (schedules.notifications): a CompletionNotice row is written in
+the transaction that records the run's terminal state, so a rolled-back end sends nothing and a
+worker that dies after the commit loses nothing. The minute `notify` task claims each row with a
+conditional update, sends it once per channel (retries recorded as attempts, a dead worker's
+claim expiring after NOTICE_LEASE), and marks it sent. Every attempt is a NotificationAttempt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from accounting.money import format_money
+from accounting.selectors import owner_timezone
+from runs import outbound
+from runs.models import Run
+from schedules.models import (
+    CompletionNotice,
+    NotificationAttempt,
+    NotificationSettings,
+    Occurrence,
+    Schedule,
+)
+from schedules.notifications import (
+    NOTICE_LEASE,
+    WEBHOOK_ATTEMPTS,
+    WEBHOOK_TIMEOUT_SECONDS,
+    Notice,
+    settings_for,
+)
+from schedules.notifications import _send_email as send_email  # the pause notices' channels, reused
+from schedules.notifications import _send_webhook as send_webhook
+
+logger = logging.getLogger(__name__)
+
+EVENT = "schedule.run_completed"
+ANSWER_CHARS = 20_000  # an email body is not a transcript
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def update_completion_settings(
+    owner: AbstractBaseUser, *, completion_email: bool, completion_webhook: bool, webhook_content: bool
+) -> NotificationSettings:
+    """Save the owner's completion-notice channels and the webhook content opt-in."""
+    assert owner.pk is not None
+    channels = settings_for(int(owner.pk))
+    NotificationSettings.objects.filter(pk=channels.pk).update(
+        completion_email=completion_email,
+        completion_webhook=completion_webhook,
+        webhook_content=webhook_content,
+        updated_at=timezone.now(),
+    )
+    channels.refresh_from_db()
+    return channels
+
+
+def set_schedule_completion_notices(schedule: Schedule, value: bool | None) -> Schedule:
+    """A schedule's override: True (always tell), False (never), None (follow the owner)."""
+    Schedule.objects.filter(pk=schedule.pk).update(completion_notices=value)
+    schedule.completion_notices = value
+    return schedule
+
+
+def _channels(channels: NotificationSettings) -> tuple[bool, bool]:
+    """(email, webhook) a completion notice goes to. A schedule set to "always tell" while no
+    completion channel is chosen uses the channels the owner hears pauses on."""
+    if channels.completion_email or channels.completion_webhook:
+        return channels.completion_email, channels.completion_webhook and channels.webhook_active
+    return channels.email_enabled, channels.webhook_active
+
+
+def _wanted(override: bool | None, channels: NotificationSettings | None) -> bool:
+    if override is not None:
+        return override
+    return channels is not None and (channels.completion_email or channels.completion_webhook)
+
+
+@dataclass(frozen=True)
+class CompletionSetting:
+    """A schedule's completion notices, for its page: the override and what happens, in words."""
+
+    choice: str  # "", "on" or "off"
+    sentence: str
+
+
+def describe(schedule: Schedule) -> CompletionSetting:
+    """In words, from the schedule alone (the page reads no more rows for it)."""
+    if schedule.completion_notices is None:
+        return CompletionSetting("", "Follows your settings: off unless you turned completion notices on.")
+    if schedule.completion_notices:
+        return CompletionSetting("on", "You are told each time one of its runs completes.")
+    return CompletionSetting("off", "You are never told when its runs complete.")
+
+
+# -- the outbox -----------------------------------------------------------------------------------
+
+
+def queue_completion_notice(run: Run, *, now: datetime | None = None) -> CompletionNotice | None:
+    """Called inside the transaction that writes the run's terminal state (runs.signals): the
+    outbox row, if the run is a scheduled occurrence's, completed, and its owner wants to know."""
+    if run.status != Run.Status.COMPLETED or run.kind != Run.Kind.INTERACTIVE:
+        return None
+    occurrence = (
+        Occurrence.objects.filter(run_id=run.pk)
+        .values("pk", "schedule_id", "schedule__completion_notices")
+        .first()
+    )
+    if occurrence is None:
+        return None
+    channels = NotificationSettings.objects.filter(owner_id=run.owner_id).first()
+    if not _wanted(occurrence["schedule__completion_notices"], channels):
+        return None
+    return CompletionNotice.objects.create(
+        owner_id=run.owner_id,
+        schedule_id=occurrence["schedule_id"],
+        occurrence_id=occurrence["pk"],
+        run_id=run.pk,
+        created_at=now or timezone.now(),
+    )
+
+
+def deliver_completion_notices(
+    *,
+    now: datetime | None = None,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    limit: int = 100,
+) -> list[NotificationAttempt]:
+    """Claim every committed completion notice not yet sent (or whose claim expired), send it on
+    each channel, mark it sent. Safe from several workers at once: only the claim's winner
+    sends. Returns the attempts made."""
+    now = now or timezone.now()
+    pending = CompletionNotice.objects.filter(notified_at__isnull=True).filter(
+        Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=now - NOTICE_LEASE)
+    )
+    made: list[NotificationAttempt] = []
+    for notice_id in pending.order_by("id").values_list("id", flat=True)[:limit]:
+        if pending.filter(pk=notice_id).update(notify_claimed_at=now) != 1:
+            continue  # another worker has it
+        made += deliver_completion_notice(notice_id, client=client, sleep=sleep)
+        CompletionNotice.objects.filter(pk=notice_id, notify_claimed_at=now).update(
+            notified_at=timezone.now()
+        )
+    return made
+
+
+def deliver_completion_notice(
+    notice_id: int, *, client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep
+) -> list[NotificationAttempt]:
+    """Send one completion notice on each chosen channel that has no final attempt for it yet."""
+    row = (
+        CompletionNotice.objects.select_related("schedule", "owner", "occurrence")
+        .filter(pk=notice_id)
+        .first()
+    )
+    if row is None:
+        return []
+    channels = settings_for(row.owner_id)
+    email, webhook = _channels(channels)
+    done = set(
+        NotificationAttempt.objects.filter(completion_notice=row)
+        .exclude(outcome=NotificationAttempt.Outcome.RETRYING)
+        .values_list("channel", flat=True)
+    )
+    made: list[NotificationAttempt] = []
+    record = _recorder(row, made)
+    notice = completion_message(row, include_answer=channels.webhook_content)
+    if email and NotificationAttempt.Channel.EMAIL not in done:
+        send_email(row.owner, notice, record)
+    if webhook and NotificationAttempt.Channel.WEBHOOK not in done:
+        http = client or outbound.client(timeout=WEBHOOK_TIMEOUT_SECONDS)
+        try:
+            send_webhook(channels, notice, http, record, sleep, WEBHOOK_ATTEMPTS)
+        finally:
+            if client is None:
+                http.close()
+    return made
+
+
+def _recorder(row: CompletionNotice, made: list[NotificationAttempt]) -> Callable[..., NotificationAttempt]:
+    def record(
+        channel: str, outcome: str, *, attempt: int = 1, status: int | None = None, detail: str = ""
+    ) -> NotificationAttempt:
+        attempt_row = NotificationAttempt.objects.create(
+            owner_id=row.owner_id,
+            schedule_id=row.schedule_id,
+            completion_notice=row,
+            channel=channel,
+            attempt=attempt,
+            outcome=outcome,
+            http_status=status,
+            detail=detail[:300],
+            created_at=timezone.now(),
+        )
+        made.append(attempt_row)
+        return attempt_row
+
+    return record
+
+
+# -- the message ----------------------------------------------------------------------------------
+
+
+def completion_message(row: CompletionNotice, *, include_answer: bool) -> Notice:
+    """Email text with the answer and a link; the webhook payload names the schedule and run and
+    carries the answer only with the owner's content opt-in (`include_answer`)."""
+    schedule, occurrence = row.schedule, row.occurrence
+    run = Run.objects.filter(pk=row.run_id).first()
+    zone = zoneinfo.ZoneInfo(owner_timezone(row.owner_id))
+    slot = occurrence.scheduled_for.astimezone(zone)
+    schedule_url = settings.SITE_URL + reverse("schedules:detail", args=[schedule.pk])
+    conversation_url = (
+        settings.SITE_URL + reverse("runs:conversation", args=[run.conversation_id]) if run else None
+    )
+    run_url = settings.SITE_URL + reverse("runs:detail", args=[row.run_id]) if run else None
+    answer = run.answer[:ANSWER_CHARS] if run else ""
+    usage = run.usage() if run else None
+    when = f"{slot:%a} {slot.day} {slot:%b %Y at %H:%M} {slot.tzname()}"
+    lines = [f"“{schedule.title}” completed its run of {when}.", ""]
+    if run is None:
+        lines.append("The run has since been deleted with its conversation.")
+    else:
+        lines += [answer or "(The run completed without an answer.)", ""]
+        lines.append(
+            f"Usage: {run.steps} steps, {run.model_calls} model calls, {run.tool_calls} tool calls, "
+            f"USD {format_money(run.cost)}."
+        )
+        lines.append(f"Read it in its conversation: {conversation_url}")
+    lines += [
+        f"The schedule: {schedule_url}",
+        f"Choose what you are told: {settings.SITE_URL + reverse('schedules:settings')}",
+    ]
+    payload: dict[str, Any] = {
+        "event": EVENT,
+        "schedule": {"id": schedule.pk, "title": schedule.title, "url": schedule_url},
+        "occurrence": {"id": occurrence.pk, "scheduled_for": occurrence.scheduled_for.isoformat()},
+        "run": {
+            "id": row.run_id,
+            "url": run_url,
+            "conversation_id": run.conversation_id if run else None,
+            "conversation_url": conversation_url,
+            "finished_at": run.finished_at.isoformat() if run and run.finished_at else None,
+            "usage": {**usage, "cost": format_money(usage["cost"])} if usage else None,
+        },
+        "answer_included": bool(include_answer and run),
+        "answer": answer if include_answer and run else None,
+        "test": False,
+    }
+    json.dumps(payload)  # fails here, not half-way through a delivery, if a value is not JSON
+    return Notice(subject=f"Completed: {schedule.title}", text="\n".join(lines), payload=payload)
