@@ -54,6 +54,34 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# The spend rollups the ledger adds up to, as accounting.rollups.buckets computes them, for
+# benches that seed ledger entries with SQL (every rollup row is rebuilt).
+ROLLUP_SQL = """
+TRUNCATE accounting_spendrollup;
+INSERT INTO accounting_spendrollup (owner_id, key, grain, start, cost)
+SELECT owner_id, k, grain, start, sum(cost) FROM (
+    SELECT owner_id, k, grain, start, cost
+    FROM accounting_ledgerentry,
+    LATERAL (SELECT coalesce(schedule_id, -1) AS own,
+                    date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00+00') AS quarter,
+                    date_bin('1 day', created_at, timestamptz '2000-01-01 00:00+00') AS day,
+                    date_trunc('month', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month) t,
+    LATERAL (VALUES (0, 'q', quarter), (0, 'd', day), (own, 'q', quarter), (own, 'd', day),
+                    (own, 'm', month)) AS b(k, grain, start)
+) buckets GROUP BY owner_id, k, grain, start
+"""
+
+
+def seed_rollups() -> None:
+    """Rebuild the rollups of every owner with ledger entries from the ledger, in SQL."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for statement in ROLLUP_SQL.split(";\n"):
+            if statement.strip():
+                cursor.execute(statement)
+
+
 def progress(label: str, done: int, total: int) -> None:
     end = "\n" if done >= total else "\r"
     print(f"  {label}: {done}/{total}", end=end, flush=True)

@@ -29,7 +29,7 @@ from string import Template
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.bench._setup import bench_database
+from tests.bench._setup import bench_database, seed_rollups
 
 LIGHT_SCHEDULES = 30  # enough to fill a page of the list, as the heavy owner's does
 LIGHT_RUNS = 1_000
@@ -42,9 +42,6 @@ FRAGMENTS = {
     "slot": """(date_trunc('month', now()) + (now() - date_trunc('month', now()) - interval '10 minutes')
         * ((g - $first_run)::float / $runs))""",
     "failed": "g % 7 = 0",
-    "quarter": (
-        "date_trunc('hour', created_at) + floor(date_part('minute', created_at) / 15) * interval '15 minutes'"
-    ),
 }
 
 
@@ -83,16 +80,16 @@ SELECT g, g, 1, date_trunc('month', now()), NULL, 'schedule.create', 'bench', ''
        (g % 60) || ' 9 * * *', 'Europe/Riga', NULL, 1, $limits::jsonb, 2
 FROM generate_series($first_schedule, $first_schedule + $schedules - 1) g;
 UPDATE schedules_schedule SET current_revision_id = id WHERE owner_id = $owner;
-INSERT INTO runs_conversation (id, owner_id, title, metadata, created_at)
+INSERT INTO runs_conversation (id, owner_id, title, metadata, created_at, last_activity_at)
 SELECT g, $owner, 'Research briefing — run ' || g,
-       jsonb_build_object('schedule_id', $schedule, 'occurrence_id', g), $slot
+       jsonb_build_object('schedule_id', $schedule, 'occurrence_id', g), $slot, $slot
 FROM generate_series($first_run, $first_run + $runs - 1) g;
 INSERT INTO runs_run (
     id, owner_id, conversation_id, agent_id, kind, parent_id, prompt, status, limits,
     steps, model_calls, tool_calls, cost, synthesis_dimension, synthesis_step, answer,
     failure_reason, error_class, failure_dimension, transient, provider, provider_code,
     http_status, provider_parameter, failure_message, created_at, started_at,
-    finished_at, heartbeat_at)
+    finished_at, heartbeat_at, history_omitted)
 SELECT g, $owner, g, 1, 'interactive', NULL, 'Research what changed since yesterday.',
        CASE WHEN $failed THEN 'failed' ELSE 'completed' END, $limits::jsonb,
        CASE WHEN $failed THEN 0 ELSE 3 END, CASE WHEN $failed THEN 0 ELSE 3 END,
@@ -107,7 +104,7 @@ SELECT g, $owner, g, 1, 'interactive', NULL, 'Research what changed since yester
        CASE WHEN $failed THEN 'overloaded_error' ELSE '' END,
        CASE WHEN $failed THEN 529 END, '',
        CASE WHEN $failed THEN 'Overloaded' ELSE '' END,
-       $slot, $slot, $slot + interval '40 seconds', $slot + interval '40 seconds'
+       $slot, $slot, $slot + interval '40 seconds', $slot + interval '40 seconds', false
 FROM generate_series($first_run, $first_run + $runs - 1) g;
 INSERT INTO schedules_occurrence (id, schedule_id, scheduled_for, revision_id, outcome, run_id,
                                   created_at, claimed_at, finished_at)
@@ -157,20 +154,42 @@ INSERT INTO accounting_reservation (owner_id, run_id, amount, created_at, releas
 SELECT $owner, id, 5, now(), NULL FROM runs_run WHERE owner_id = $owner ORDER BY id DESC LIMIT 3
 """
 
-# The rollups the seeded ledger adds up to, as accounting.rollups.buckets computes them.
-ROLLUP_SQL = """
-SET TIME ZONE 'UTC';
-INSERT INTO accounting_spendrollup (owner_id, key, grain, start, cost)
-SELECT owner_id, k, grain, start, sum(cost) FROM (
-    SELECT owner_id, 0 AS k, 'q' AS grain, $quarter AS start, cost FROM accounting_ledgerentry
-    UNION ALL SELECT owner_id, 0, 'd', date_trunc('day', created_at), cost FROM accounting_ledgerentry
-    UNION ALL SELECT owner_id, coalesce(schedule_id, -1), 'q', $quarter, cost FROM accounting_ledgerentry
-    UNION ALL SELECT owner_id, coalesce(schedule_id, -1), 'd', date_trunc('day', created_at), cost
-           FROM accounting_ledgerentry
-    UNION ALL SELECT owner_id, coalesce(schedule_id, -1), 'm', date_trunc('month', created_at), cost
-           FROM accounting_ledgerentry
-) b GROUP BY owner_id, k, grain, start
+# A conversation the owner has with the assistant: $exchanges messages and answers (completed
+# interactive runs outside any schedule, each with its transcript and ledger entry).
+CHAT_SQL = """
+INSERT INTO runs_conversation (id, owner_id, title, metadata, created_at, last_activity_at, agent_id)
+VALUES ($conversation, $owner, 'Talking about the markets', '{}'::jsonb, now() - interval '2 hours',
+        now() - interval '1 minute', 1);
+INSERT INTO runs_run (
+    id, owner_id, conversation_id, agent_id, kind, parent_id, prompt, status, limits,
+    steps, model_calls, tool_calls, cost, synthesis_dimension, synthesis_step, answer,
+    failure_reason, error_class, failure_dimension, transient, provider, provider_code,
+    http_status, provider_parameter, failure_message, created_at, started_at,
+    finished_at, heartbeat_at, history_omitted, history_sent)
+SELECT g, $owner, $conversation, 1, 'interactive', NULL, 'What moved the markets, part ' || g || '?',
+       'completed', $limits::jsonb, 2, 2, 1, 0.02, '', NULL, 'They moved because of rates, part ' || g || '.',
+       '', '', '', NULL, '', '', NULL, '', '',
+       now() - interval '1 hour' + (g - $first_run) * interval '1 second',
+       now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour',
+       g - $first_run > 20, least(g - $first_run, 20)
+FROM generate_series($first_run, $first_run + $exchanges - 1) g;
+INSERT INTO runs_transcriptentry (
+    run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error, created_at)
+SELECT r.id, s.seq, (s.seq + 1) / 2,
+       CASE WHEN s.seq = 0 THEN 'user' WHEN s.seq = 2 THEN 'tool' ELSE 'assistant' END,
+       CASE WHEN s.seq = 0 THEN r.prompt WHEN s.seq = 2 THEN 'three results' WHEN s.seq = 3 THEN r.answer
+            ELSE '' END,
+       CASE WHEN s.seq = 1 THEN '[{"id": "c1", "name": "web.search", "arguments": "{}"}]'::jsonb
+            ELSE '[]'::jsonb END,
+       CASE WHEN s.seq = 2 THEN 'c1' ELSE '' END, CASE WHEN s.seq = 2 THEN 'web.search' ELSE '' END, false,
+       r.created_at
+FROM runs_run r CROSS JOIN generate_series(0, 3) AS s(seq) WHERE r.conversation_id = $conversation;
+INSERT INTO accounting_ledgerentry (id, created_at, owner_id, run_id, schedule_id, provider, model,
+                                    input_tokens, output_tokens, cost)
+SELECT g, now() - interval '1 hour', $owner, g, NULL, 'anthropic', 'claude-research', 2000, 300, 0.02
+FROM generate_series($first_run, $first_run + $exchanges - 1) g
 """
+HEAVY_CHAT, LIGHT_CHAT = 1_000, 10  # exchanges in each owner's conversation with the assistant
 
 
 def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
@@ -200,9 +219,9 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
         SELECT g, 'Europe/Riga', 100000, 1000000, now() FROM generate_series(1, $users) g;
         INSERT INTO runs_agent (id, name, provider, model, base_url, api_key_setting, system_prompt, tools,
                                 input_price_per_mtok, output_price_per_mtok, default_limits, cost_limit,
-                                is_active, created_at)
+                                is_active, created_at, history_turns, history_tokens)
         VALUES (1, 'researcher', 'anthropic', 'claude-research', '', 'ANTHROPIC_API_KEY', '', '[]',
-                3, 15, $limits::jsonb, NULL, true, now());
+                3, 15, $limits::jsonb, NULL, true, now(), 20, 12000);
         """,
         params,
     )
@@ -232,7 +251,21 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
             quiet=True,
         )
     print(f" {time.perf_counter() - started:.1f} s", flush=True)
-    step("spend rollups", ROLLUP_SQL, params)
+    first_chat_run = runs + light_owners * LIGHT_RUNS + 1
+    for owner, exchanges, first_run in (
+        (HEAVY, HEAVY_CHAT, first_chat_run),
+        (HEAVY + 1, LIGHT_CHAT, first_chat_run + HEAVY_CHAT),
+    ):
+        step(
+            f"a conversation of {exchanges} exchanges with the assistant (owner {owner})",
+            CHAT_SQL,
+            {**params, "owner": owner, "conversation": first_run, "first_run": first_run}
+            | {"exchanges": exchanges},
+        )
+    started = time.perf_counter()
+    print("  spend rollups …", end="", flush=True)
+    seed_rollups()
+    print(f" {time.perf_counter() - started:.1f} s", flush=True)
     with connection.cursor() as cursor:
         # Rows were inserted with explicit ids; move each sequence past them. Table names are ours.
         for table in (
@@ -257,16 +290,21 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
 
 
 def ids_of() -> dict[str, Any]:
-    """For each owner measured: a paused schedule of theirs and their newest failed run."""
-    from runs.models import Run
+    """For each owner measured: a paused schedule of theirs, their newest failed run, their
+    conversation with the assistant and a run in its middle (for its page of older exchanges)."""
+    from runs.models import Conversation, Run
     from schedules.models import Schedule
 
     found = {}
     for label, owner in (("heavy", HEAVY), ("light", HEAVY + 1)):
+        chat = Conversation.objects.get(owner_id=owner, agent__isnull=False)
+        chat_runs = list(Run.objects.filter(conversation=chat).order_by("id").values_list("id", flat=True))
         found[label] = {
             "owner": owner,
             "paused_schedule": Schedule.objects.filter(owner_id=owner, status="paused").order_by("id")[0].pk,
             "failed_run": Run.objects.filter(owner_id=owner, status="failed").order_by("-id")[0].pk,
+            "chat": chat.pk,
+            "chat_middle": chat_runs[len(chat_runs) // 2],
         }
     return found
 
@@ -337,10 +375,14 @@ OWNER_PAGES: list[tuple[str, str]] = [
     ("schedules list (search)", "/?q=briefing%2000"),
     ("schedule detail (paused)", "/schedules/{paused_schedule}/"),
     ("run detail (failed)", "/runs/{failed_run}/"),
+    ("schedule edit form", "/schedules/{paused_schedule}/edit/"),
     ("budget", "/budget/"),
     ("conversations", "/conversations/"),
+    ("conversation with the assistant", "/conversations/{chat}/"),
+    ("its older exchanges", "/conversations/{chat}/?before={chat_middle}"),
     ("settings", "/settings/"),
     ("new schedule form", "/schedules/new/"),
+    ("new conversation form", "/conversations/new/"),
 ]
 ADMIN_PAGES: list[tuple[str, str]] = [
     ("admin: runs changelist", "/admin/runs/run/"),
