@@ -67,6 +67,9 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_notificationsettings": FULL,
         # The settings page's test button records its attempts; a deleted schedule takes its own.
         "schedules_notificationattempt": ("SELECT", "INSERT", "DELETE"),
+        # Owners ask for limits and admins decide; a deleted schedule takes its requests along.
+        "schedules_revisionrequest": FULL,
+        "schedules_revisionrequestevent": ("SELECT", "INSERT", "DELETE"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": APPEND,
@@ -88,6 +91,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_apitoken": READ,
         "schedules_notificationsettings": WRITE,
         "schedules_notificationattempt": APPEND,
+        # The outbox of decision notices: a decided request is claimed and marked sent.
+        "schedules_revisionrequest": ("SELECT", "UPDATE (notify_claimed_at, notified_at)"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": FULL,
