@@ -17,7 +17,7 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from schedules import execution
-from schedules.notifications import deliver_pending_notices
+from schedules.notifications import deliver_pending_decision_notices, deliver_pending_notices
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +92,10 @@ def ensure_periodic_tasks(**kwargs: Any) -> None:
 
 
 def notify() -> str:
-    """Send the notices of pauses that committed since the last run (the outbox), every minute."""
+    """Send the notices of pauses and of decided revision requests that committed since the last
+    run (the outboxes), every minute."""
     attempts = deliver_pending_notices()
+    attempts += deliver_pending_decision_notices()  # decided revision requests, the same channels
     return ", ".join(f"{a.channel} {a.outcome}" for a in attempts) or "nothing to send"
 
 
