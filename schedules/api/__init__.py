@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from schedules.api import revision_requests  # noqa: F401  (registers its routes on `api`)
 from schedules.api.routes import api
 
 __all__ = ["api"]

@@ -12,7 +12,16 @@ from django.http import HttpResponse
 from django.utils import timezone
 
 from runs.models import Run
-from tests.api.conftest import ALL_SCOPES, ROUTES, Api, World, body_of, token_for, valid_pin_body
+from tests.api.conftest import (
+    ADMIN_BODIES,
+    ALL_SCOPES,
+    ROUTES,
+    Api,
+    World,
+    body_of,
+    token_for,
+    valid_pin_body,
+)
 from tests.api.contract import Contract, served_contract
 from tests.factories import finish, make_schedule, make_user, materialize
 
@@ -22,12 +31,16 @@ INVALID_BODIES = {
     ("POST", "/schedules"): {"title": 7},
     ("PATCH", "/schedules/{schedule}"): {"max_cost": "9.00"},
     ("POST", "/schedules/{schedule}/revisions"): {"limits": {}, "reason": ""},
+    ("POST", "/schedules/{schedule}/revision-requests"): {"limits": {"max_cost": "5_0"}},
+    ("POST", "/revision-requests/{request}/decision"): {"decision": "maybe"},
 }
 CONFLICTS = {
     ("POST", "/schedules/{schedule}/pause"): "paused",
     ("POST", "/schedules/{schedule}/resume"): "active",
     ("PATCH", "/schedules/{schedule}"): "completed",
     ("DELETE", "/conversations/{conversation}"): "busy",
+    ("POST", "/schedules/{schedule}/revision-requests"): "asked",
+    ("POST", "/revision-requests/{request}/decision"): "decided",
 }
 
 
@@ -47,7 +60,7 @@ class Matrix:
         world = self.fresh()
         if template.endswith("/resume"):
             self.owner_api.post(world.path("/schedules/{schedule}/pause"))
-        api = self.admin_api if body == "pin" else self.owner_api
+        api = self.admin_api if body in ADMIN_BODIES else self.owner_api
         return api.request(method, world.path(template), body_of(body))
 
     def conflict(self, method: str, template: str) -> HttpResponse:
@@ -61,6 +74,13 @@ class Matrix:
             world.schedule = one_time
         if state == "busy":
             world.run = Run.objects.get(pk=materialize(world.schedule).run_id)
+        if state == "asked":  # one open request at a time
+            world.open_request()
+            return self.owner_api.request(method, world.path(template), body_of("ask"))
+        if state == "decided":
+            path = world.path(template)
+            self.admin_api.request(method, path, body_of("decide"))
+            return self.admin_api.request(method, path, body_of("decide"))
         return self.owner_api.request(
             method, world.path(template), {"title": "x"} if method == "PATCH" else None
         )
@@ -93,12 +113,12 @@ def test_every_documented_response_is_produced_and_matches_the_served_schema(
             .status_code,
         }
         if "{" in template and "?" not in template:
-            stranger = matrix.pinner_api if body == "pin" else matrix.other_api
+            stranger = matrix.pinner_api if body in ADMIN_BODIES else matrix.other_api
             statuses.add(stranger.request(method, matrix.fresh().path(template), body_of(body)).status_code)
         if key in CONFLICTS:
             statuses.add(matrix.conflict(method, template).status_code)
         if key in INVALID_BODIES:
-            api = matrix.admin_api if body == "pin" else matrix.owner_api
+            api = matrix.admin_api if body in ADMIN_BODIES else matrix.owner_api
             statuses.add(api.request(method, matrix.fresh().path(template), INVALID_BODIES[key]).status_code)
             settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
             big = {**(body_of(body) or {}), "reason": "x" * 2048}

@@ -25,6 +25,9 @@ SPEC_ROUTES = {
     ("get", "/api/v1/accounting-events"): "read",
     ("get", "/api/v1/budget"): "read",
     ("delete", "/api/v1/conversations/{conversation_id}"): "write",
+    ("post", "/api/v1/schedules/{schedule_id}/revision-requests"): "write",
+    ("get", "/api/v1/revision-requests"): "pin_revision",
+    ("post", "/api/v1/revision-requests/{request_id}/decision"): "pin_revision",
 }
 
 
@@ -65,6 +68,8 @@ def test_request_bodies_are_the_shared_models(schema):
         ("post", "/api/v1/schedules"): "ScheduleCreate",
         ("patch", "/api/v1/schedules/{schedule_id}"): "ScheduleUpdate",
         ("post", "/api/v1/schedules/{schedule_id}/revisions"): "ExplicitRevision",
+        ("post", "/api/v1/schedules/{schedule_id}/revision-requests"): "RevisionRequestBody",
+        ("post", "/api/v1/revision-requests/{request_id}/decision"): "RequestDecision",
     }
     components = schema["components"]["schemas"]
     for (method, path), name in bodies.items():
