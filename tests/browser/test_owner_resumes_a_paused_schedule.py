@@ -33,11 +33,17 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     shoot(page, "schedules-list", readme=True)
     assert serious_violations(page) == []
 
-    # The paused schedule: why, in one sentence, with the classified failures.
+    # The paused schedule: when, then what happened in plain words, the codes in a quieter line.
     row.get_by_role("link", name=PAUSED_TITLE).click()
     page.wait_for_load_state()
     explanation = page.locator("#status .explanation").inner_text()
-    assert "after 2 consecutive failed runs: provider error 529 overloaded_error on" in explanation
+    assert explanation.endswith("after 2 consecutive failed runs.")
+    assert (
+        "The AI provider was overloaded — usually temporary."
+        in page.locator("#status .failure__what").inner_text()
+    )
+    assert "HTTP 529 · overloaded_error" in page.locator("#status .failure__ids").inner_text()
+    assert page.locator("#status .advice").inner_text() == "Resuming should help."
     assert page.locator("#status .action__note").inner_text() == SENTENCE
     events = page.locator("#events tbody tr")
     assert events.count() == 2
@@ -60,8 +66,10 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     assert dialogs == [SENTENCE]
     assert notice.inner_text() == f"Resumed. {SENTENCE}"
     assert page.evaluate("window.__before_resume") == "still here"
-    assert "Active" in page.locator("#status .badge").inner_text()
-    assert "2 of 2 failures" in page.locator("#status .streak").inner_text()
+    # One state, in a warning tone: active, with the kept count; no green badge beside a red count.
+    assert " ".join(page.locator("#status .badge").inner_text().split()) == "Active · 2 of 2 failures kept"
+    assert "badge--warn" in (page.locator("#status .badge").get_attribute("class") or "")
+    assert page.locator("#status .streak").count() == 0
     shoot(page, "schedule-resumed")
 
     schedule = Schedule.objects.get(title=PAUSED_TITLE)
