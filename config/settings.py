@@ -215,7 +215,11 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "schedules@localhost")
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Links in notifications. In development the default is the address `./dev run` serves (its PORT),
+# so the demo's notices point at the server actually running; in production set it.
+SITE_URL = env_str("SITE_URL", f"http://127.0.0.1:{env_int('PORT', 8000, minimum=1, maximum=65535)}").rstrip(
+    "/"
+)
 
 # ---------------------------------------------------------------------------------------------
 # The product (SPEC.md). Money is Decimal everywhere.

@@ -9,11 +9,15 @@ classes below; each one *is* its registry entry.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from django.db import models
+
+from accounting.formatting import money_text
 
 
 class Reason(models.TextChoices):
@@ -26,6 +30,167 @@ class Reason(models.TextChoices):
     TIMEOUT = "timeout", "timed out"
     WORKER_LOST = "worker_lost", "worker lost"
     INTERNAL_ERROR = "internal_error", "internal error"
+
+
+# Quota and billing: a 429 naming one of these cannot succeed by waiting seconds, only once someone
+# pays or the month turns. The one table of them (the classifier and the words below both read it):
+# exact codes (LiteLLM's proxy says "budget_exceeded"), then the families of spend and usage caps
+# (OpenAI's and others' "*_spend_limit_exceeded", Anthropic's tier cap "enforced_spend_limit_reached").
+QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "billing_not_active",
+        "credit_balance_exhausted",
+        "billing_error",
+        "billing_hard_limit_reached",
+        "budget_exceeded",
+    }
+)
+QUOTA_CODE_FAMILIES = re.compile(
+    r"^(?:[a-z0-9_]+_)?(?:spend_limit_exceeded|spend_limit_reached|usage_limit_exceeded)$"
+)
+
+
+def is_quota_code(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    lowered = value.lower()
+    return lowered in QUOTA_CODES or bool(QUOTA_CODE_FAMILIES.match(lowered))
+
+
+# -- provider situations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What a provider error means for a person, read from its structured fields (status, code),
+    never from its message: what happened, whether it is likely to pass by itself, and when it
+    will not, what must change first."""
+
+    key: str
+    what: str
+    outlook: str
+    passes: bool
+    change: str = ""
+    owner_fixes: bool = False  # the owner can make the change (edit the prompt) without an admin
+
+
+OVERLOADED = Situation("overloaded", "The AI provider was overloaded", "usually temporary", passes=True)
+RATE_LIMITED = Situation(
+    "rate_limited", "The AI provider's rate limit was reached", "usually temporary", passes=True
+)
+SERVER_ERROR = Situation(
+    "server_error", "The AI provider had a server error", "usually temporary", passes=True
+)
+NO_RESPONSE = Situation(
+    "no_response",
+    "The AI provider did not answer (the connection failed or timed out)",
+    "usually temporary",
+    passes=True,
+)
+UNAVAILABLE = Situation("unavailable", "The AI provider failed for a while", "usually temporary", passes=True)
+QUOTA = Situation(
+    "quota",
+    "The provider account is out of quota or hit its spend limit",
+    "it will fail again until the account is topped up or its limit raised",
+    passes=False,
+    change="the provider account is topped up or its spend limit raised",
+)
+AUTHENTICATION = Situation(
+    "authentication",
+    "The provider refused the agent's API key or what it may do",
+    "it will fail again until the key or its permissions are fixed",
+    passes=False,
+    change="an admin fixes the agent's API key or its permissions",
+)
+NOT_FOUND = Situation(
+    "not_found",
+    "The provider does not know the agent's model or address",
+    "it will fail again until the agent's model or base URL is fixed",
+    passes=False,
+    change="an admin fixes the agent's model or base URL",
+)
+TOO_LONG = Situation(
+    "too_long",
+    "The request was too long for the model",
+    "it will fail again until the prompt is shorter or the agent uses a model with more context",
+    passes=False,
+    change="the prompt is shorter or the agent uses a model with more context",
+    owner_fixes=True,
+)
+BAD_PARAMETER = Situation(
+    "bad_parameter",
+    "The provider refused the request as invalid",
+    "it will fail again until the prompt or the agent's settings change",
+    passes=False,
+    change="the prompt or the agent's settings change",
+    owner_fixes=True,
+)
+REFUSED = Situation(
+    "refused",
+    "The AI provider refused the request",
+    "it will fail again until what it refused is fixed",
+    passes=False,
+    change="what the provider refused is fixed",
+)
+SITUATIONS: tuple[Situation, ...] = (
+    OVERLOADED,
+    RATE_LIMITED,
+    SERVER_ERROR,
+    NO_RESPONSE,
+    UNAVAILABLE,
+    QUOTA,
+    AUTHENTICATION,
+    NOT_FOUND,
+    TOO_LONG,
+    BAD_PARAMETER,
+    REFUSED,
+)
+_OVERLOADED_CODES = frozenset({"overloaded_error", "overloaded"})
+_RATE_LIMIT_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded"})
+_SERVER_CODES = frozenset({"api_error", "server_error", "internal_error", "internal_server_error"})
+_TOO_LONG_CODES = frozenset(
+    {"context_length_exceeded", "string_above_max_length", "request_too_large", "exceed_context_size_error"}
+)
+_AUTHENTICATION_CODES = frozenset(
+    {"authentication_error", "permission_error", "invalid_api_key", "auth_error"}
+)
+_NOT_FOUND_CODES = frozenset({"not_found_error", "model_not_found", "notfounderror"})
+
+
+def provider_situation(*, transient: bool | None, http_status: int | None, provider_code: str) -> Situation:
+    """The situation of a provider error from its recorded, structured diagnostics. It always
+    agrees with the classification: a transient error's situation passes, a permanent one's
+    does not (a 529 the provider marked `x-should-retry: false` is refused, not overloaded)."""
+    situation = _situation(http_status, provider_code.lower(), transient=bool(transient))
+    if situation.passes != bool(transient):
+        return UNAVAILABLE if transient else REFUSED
+    return situation
+
+
+def _situation(http_status: int | None, code: str, *, transient: bool) -> Situation:
+    if is_quota_code(code) or http_status == 402:
+        return QUOTA
+    if http_status is None:
+        return NO_RESPONSE if transient else REFUSED
+    if http_status == 529 or code in _OVERLOADED_CODES:
+        return OVERLOADED
+    if http_status == 429:
+        # A permanent 429 is a spend cap named in the details, or a wait longer than a run can make.
+        return RATE_LIMITED if transient else QUOTA
+    if http_status in (401, 403) or code in _AUTHENTICATION_CODES:
+        return AUTHENTICATION
+    if http_status == 404 or code in _NOT_FOUND_CODES:
+        return NOT_FOUND
+    if http_status == 413 or code in _TOO_LONG_CODES:
+        return TOO_LONG
+    if http_status in (400, 422):
+        return BAD_PARAMETER
+    if code in _RATE_LIMIT_CODES:
+        return RATE_LIMITED
+    if http_status >= 500 or code in _SERVER_CODES:
+        return SERVER_ERROR
+    return UNAVAILABLE if transient else REFUSED
 
 
 @dataclass(frozen=True)
@@ -153,9 +318,13 @@ class Failure:
     provider_parameter: str = ""
     dimension: str = ""
     kind: type[RunFailure] = field(default=InternalError, compare=False)
+    # The limit of the dimension a budget failure names, when the caller knows it (for the words).
+    limit: int | Decimal | None = field(default=None, compare=False)
 
     @classmethod
-    def from_payload(cls, failure: Mapping[str, Any] | None, dimension: str = "") -> Failure | None:
+    def from_payload(
+        cls, failure: Mapping[str, Any] | None, dimension: str = "", limit: int | Decimal | None = None
+    ) -> Failure | None:
         if not failure:
             return None
         error_class = str(failure.get("error_class", ""))
@@ -171,6 +340,7 @@ class Failure:
             provider_parameter=str(failure.get("provider_parameter", "")),
             dimension=dimension,
             kind=kind,
+            limit=limit,
         )
 
     @classmethod
@@ -189,6 +359,7 @@ class Failure:
             provider_parameter=source.provider_parameter,
             dimension=source.failure_dimension,
             kind=BY_ERROR_CLASS.get(source.error_class, InternalError),
+            limit=_limit_of(source),
         )
 
     @property
@@ -222,6 +393,107 @@ class Failure:
         """ "provider error 529 overloaded_error" / "budget exhausted (cost)"."""
         detail = " ".join(p for p in (str(self.http_status or ""), self.provider_code) if p)
         return f"{self.reason_words} {detail}".strip()
+
+    # -- plain words first, identifiers after (what a person reads before the codes) ----------
+
+    @property
+    def situation(self) -> Situation | None:
+        """What a provider error means; None for the other reasons."""
+        if self.reason != Reason.PROVIDER_ERROR:
+            return None
+        return provider_situation(
+            transient=self.transient, http_status=self.http_status, provider_code=self.provider_code
+        )
+
+    @property
+    def what(self) -> str:
+        """What happened, in words: "The AI provider was overloaded"."""
+        situation = self.situation
+        if situation is not None:
+            return situation.what
+        if self.reason == Reason.BUDGET_EXHAUSTED:
+            return f"The run used {self._budget_words()} before answering"
+        return self.kind.headline.rstrip(".")
+
+    @property
+    def outlook(self) -> str:
+        """Whether it will pass: "usually temporary", "it will fail again until ..."."""
+        situation = self.situation
+        if situation is not None:
+            return situation.outlook
+        if self.reason == Reason.BUDGET_EXHAUSTED:
+            return ""  # whether the next run fits depends on what runs cost: the schedule's record says
+        outlook = self.kind.outlook.rstrip(".")
+        return outlook[:1].lower() + outlook[1:]
+
+    @property
+    def headline(self) -> str:
+        """ "The AI provider was overloaded — usually temporary." """
+        return f"{self.what} — {self.outlook}." if self.outlook else f"{self.what}."
+
+    @property
+    def passes(self) -> bool | None:
+        """Whether the next run is likely to succeed by itself: None when it depends on the runs
+        (a budget, a ceiling, a slow prompt), which only the schedule's own record can tell."""
+        situation = self.situation
+        if situation is not None:
+            return situation.passes
+        if self.reason == Reason.SYNTHESIS_RESERVE_VIOLATION:
+            return False
+        if self.reason in (Reason.WORKER_LOST, Reason.INTERNAL_ERROR):
+            return True
+        return None
+
+    @property
+    def change_first(self) -> str:
+        """What must change before a retry can succeed ("" when it may pass by itself)."""
+        situation = self.situation
+        if situation is not None:
+            return situation.change
+        if self.reason == Reason.SYNTHESIS_RESERVE_VIOLATION:
+            return "the prompt or the agent changes"
+        return ""
+
+    @property
+    def owner_fixes(self) -> bool:
+        """Whether the owner can make that change themselves, by editing the prompt."""
+        situation = self.situation
+        if situation is not None:
+            return situation.owner_fixes
+        return self.reason == Reason.SYNTHESIS_RESERVE_VIOLATION
+
+    @property
+    def identifiers(self) -> str:
+        """The quieter line: "provider error · transient · HTTP 529 · overloaded_error · simulated"."""
+        parts = [
+            self.reason_words,
+            self.transience,
+            f"HTTP {self.http_status}" if self.http_status else "",
+            self.provider_code,
+            f"parameter {self.provider_parameter}" if self.provider_parameter else "",
+            self.provider,
+        ]
+        return " · ".join(p for p in parts if p)
+
+    def _budget_words(self) -> str:
+        limit = self.limit
+        if self.dimension == "cost":
+            return f"its whole {money_text(limit)} budget" if limit is not None else "its whole cost budget"
+        if self.dimension in ("steps", "model_calls", "tool_calls"):
+            noun = self.dimension.replace("_", " ")
+            return f"all {limit} of its {noun}" if limit is not None else f"all of its {noun}"
+        return "its whole budget"
+
+
+def _limit_of(run: Any) -> int | Decimal | None:
+    """The limit of the dimension a run's budget failure names, read from its own limits."""
+    dimension = run.failure_dimension
+    if run.failure_reason != Reason.BUDGET_EXHAUSTED or not dimension:
+        return None
+    value = (run.limits or {}).get(f"max_{dimension}")
+    if value is None:
+        return None
+    return Decimal(str(value)) if dimension == "cost" else int(value)
 
 
 @dataclass

@@ -110,6 +110,17 @@ class RunLimits(BaseModel):
 
 
 LIMIT_FIELDS: tuple[str, ...] = tuple(RunLimits.model_fields)
+# What each field is called for people (forms, the admin, diffs); the JSON names stay the API's.
+LIMIT_LABELS: dict[str, str] = {
+    "max_steps": "Max steps",
+    "max_model_calls": "Max model calls",
+    "max_tool_calls": "Max tool calls",
+    "max_cost": "Max cost (USD)",
+    "synthesis_reserve_steps": "Synthesis reserve — steps",
+    "synthesis_reserve_model_calls": "Synthesis reserve — model calls",
+    "synthesis_reserve_tool_calls": "Synthesis reserve — tool calls",
+    "synthesis_reserve_cost": "Synthesis reserve — cost (USD)",
+}
 
 
 class InvalidLimits(ValueError):

@@ -12,17 +12,21 @@ from typing import Any
 from django import forms
 
 from runs import conversations
-from runs.limits import LIMIT_FIELDS
+from runs.limits import LIMIT_FIELDS, LIMIT_LABELS, InvalidLimits, RunLimits, validate_limits
 from runs.models import Agent
 from schedules.models import Schedule, ScheduleRevision
 from schedules.schemas import (
     NOT_UPDATABLE,
+    DeclineBody,
     ExplicitRevision,
     InvalidSchedule,
+    RevisionRequestBody,
     ScheduleCreate,
     ScheduleUpdate,
     parse_create,
+    parse_decline,
     parse_explicit,
+    parse_revision_request,
     parse_update,
 )
 
@@ -242,25 +246,83 @@ class ScheduleCompletionForm(forms.Form):
         return {"on": True, "off": False}.get(self.cleaned_data.get("completion_notices") or "")
 
 
-# -- the admin's explicit revision ------------------------------------------------------------
+# -- limits: the admin's explicit revision and the owner's request ------------------------------
 
+FAILURE_LIMIT_LABEL = "Failure limit (failed runs in a row)"
 FAILURE_LIMIT_HELP = "Consecutive failed runs that pause the schedule."
+DIMENSION_NAMES = {"steps": "Steps", "model_calls": "Model calls", "tool_calls": "Tool calls", "cost": "Cost"}
 
 
-class PinRevisionForm(PydanticForm):
-    """The complete RunLimits, the failure limit and a required reason (an explicit revision)."""
+def _limit_field(name: str) -> forms.CharField:
+    mode = "decimal" if name.endswith("cost") else "numeric"
+    return _text(LIMIT_LABELS[name], inputmode=mode, autocomplete="off", size="8")
 
-    max_steps = _text("max_steps", inputmode="numeric")
-    synthesis_reserve_steps = _text("synthesis_reserve_steps", inputmode="numeric")
-    max_model_calls = _text("max_model_calls", inputmode="numeric")
-    synthesis_reserve_model_calls = _text("synthesis_reserve_model_calls", inputmode="numeric")
-    max_tool_calls = _text("max_tool_calls", inputmode="numeric")
-    synthesis_reserve_tool_calls = _text("synthesis_reserve_tool_calls", inputmode="numeric")
-    max_cost = _text("max_cost (USD)", inputmode="decimal")
-    synthesis_reserve_cost = _text("synthesis_reserve_cost (USD)", inputmode="decimal")
+
+class LimitsForm(PydanticForm):
+    """The complete RunLimits and the failure limit, labelled for people; with `current`, the
+    values in force are each input's placeholder."""
+
+    max_steps = _limit_field("max_steps")
+    synthesis_reserve_steps = _limit_field("synthesis_reserve_steps")
+    max_model_calls = _limit_field("max_model_calls")
+    synthesis_reserve_model_calls = _limit_field("synthesis_reserve_model_calls")
+    max_tool_calls = _limit_field("max_tool_calls")
+    synthesis_reserve_tool_calls = _limit_field("synthesis_reserve_tool_calls")
+    max_cost = _limit_field("max_cost")
+    synthesis_reserve_cost = _limit_field("synthesis_reserve_cost")
     max_consecutive_failures = _text(
-        "max_consecutive_failures", inputmode="numeric", help_text=FAILURE_LIMIT_HELP
+        FAILURE_LIMIT_LABEL, inputmode="numeric", autocomplete="off", size="8", help_text=FAILURE_LIMIT_HELP
     )
+
+    def __init__(self, *args: Any, current: ScheduleRevision | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if current is not None:
+            values = {**current.limits, "max_consecutive_failures": current.max_consecutive_failures}
+            for name, value in values.items():
+                if name in self.fields:
+                    self.fields[name].widget.attrs["placeholder"] = str(value)
+
+    @staticmethod
+    def values_of(limits: dict[str, Any], failure_limit: int) -> dict[str, str]:
+        """Initial values from stored limits (a revision's or a request's)."""
+        return {
+            **{name: str(limits[name]) for name in LIMIT_FIELDS if name in limits},
+            "max_consecutive_failures": str(failure_limit),
+        }
+
+    def dimension_rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField, str]]:
+        """(dimension, its limit, its reserve, the unit) for a table of aligned inputs."""
+        return [
+            (words, self[f"max_{d}"], self[f"synthesis_reserve_{d}"], "USD" if d == "cost" else "")
+            for d, words in DIMENSION_NAMES.items()
+        ]
+
+    def checked_limits(self) -> RunLimits | None:
+        """The limits as typed, when they are valid whatever the other fields are (the replay of
+        the recent runs needs only them); None when unbound or invalid."""
+        if not self.is_bound:
+            return None
+        self.is_valid()
+        try:
+            return validate_limits(self.body(self.cleaned_data).get("limits", {}))
+        except InvalidLimits:
+            return None
+
+    def body(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        limits = {name: _number(cleaned.get(name, "")) for name in LIMIT_FIELDS}
+        return self._omit_blank(
+            {
+                "limits": self._omit_blank(limits),
+                "max_consecutive_failures": _number(cleaned.get("max_consecutive_failures", "")),
+                "reason": cleaned.get("reason", ""),
+            }
+        )
+
+
+class PinRevisionForm(LimitsForm):
+    """An explicit revision: the complete RunLimits, the failure limit and a required reason;
+    `request` names the owner's revision request it answers, if any."""
+
     reason = forms.CharField(
         label="Reason",
         required=False,
@@ -268,27 +330,63 @@ class PinRevisionForm(PydanticForm):
         help_text="Required. Recorded on the revision with your name and the time.",
     )
     base_revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    request = forms.IntegerField(widget=forms.HiddenInput, required=False)
 
     parsed: ExplicitRevision
 
     @classmethod
     def initial_for(cls, revision: ScheduleRevision) -> dict[str, Any]:
         return {
-            **{name: str(value) for name, value in revision.limits.items()},
-            "max_consecutive_failures": str(revision.max_consecutive_failures),
+            **cls.values_of(revision.limits, revision.max_consecutive_failures),
             "base_revision": revision.number,
         }
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        limits = {name: _number(cleaned.get(name, "")) for name in LIMIT_FIELDS}
-        data = {
-            "limits": self._omit_blank(limits),
-            "max_consecutive_failures": _number(cleaned.get("max_consecutive_failures", "")),
-            "reason": cleaned.get("reason", ""),
-        }
         try:
-            self.parsed = parse_explicit(self._omit_blank(data))
+            self.parsed = parse_explicit(self.body(cleaned))
+        except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+class RevisionRequestForm(LimitsForm):
+    """The owner's request: the limits they need and why (an admin decides)."""
+
+    reason = forms.CharField(
+        label="Why these limits",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
+        help_text="Required. The admin who decides reads it; say what the runs need.",
+    )
+
+    parsed: RevisionRequestBody
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        try:
+            self.parsed = parse_revision_request(self.body(cleaned))
+        except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
+        return cleaned
+
+
+class DeclineForm(PydanticForm):
+    """Why a revision request is declined (the owner is told)."""
+
+    reason = forms.CharField(
+        label="Why it is declined",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
+        help_text="Required. The owner is told these words.",
+    )
+
+    parsed: DeclineBody
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        try:
+            self.parsed = parse_decline({"reason": cleaned.get("reason", "")})
         except InvalidSchedule as exc:
             self.add_field_errors(exc.fields)
         return cleaned

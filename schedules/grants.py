@@ -71,6 +71,9 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_notificationattempt": ("SELECT", "INSERT", "DELETE"),
         # Written when a scheduled run completes (also one cancelled or finished from here).
         "schedules_completionnotice": ("SELECT", "INSERT", "DELETE"),
+        # Owners ask for limits and admins decide; a deleted schedule takes its requests along.
+        "schedules_revisionrequest": FULL,
+        "schedules_revisionrequestevent": ("SELECT", "INSERT", "DELETE"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": APPEND,
@@ -94,6 +97,8 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_notificationattempt": APPEND,
         # The completion outbox: written with a run's end, marked claimed and sent by `notify`.
         "schedules_completionnotice": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
+        # The outbox of decision notices: a decided request is claimed and marked sent.
+        "schedules_revisionrequest": ("SELECT", "UPDATE (notify_claimed_at, notified_at)"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": FULL,

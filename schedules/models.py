@@ -131,6 +131,11 @@ class ScheduleRevision(AppendOnlyModel):
         null=True, blank=True, db_index=True, help_text="The conversation it was written in (chat)."
     )
     run_id = models.BigIntegerField(null=True, blank=True, help_text="The run whose tool call wrote it.")
+    # The owner's request an explicit revision answers, if any. DO_NOTHING: both rows only ever
+    # go away together with their schedule (the foreign key is checked at commit).
+    request = models.ForeignKey(
+        "RevisionRequest", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["schedule", "-number"]
@@ -148,6 +153,10 @@ class ScheduleRevision(AppendOnlyModel):
             models.CheckConstraint(
                 condition=~models.Q(path="explicit") | ~models.Q(reason=""),
                 name="revision_explicit_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(request__isnull=True) | models.Q(path="explicit"),
+                name="revision_request_only_explicit",
             ),
         ]
 
@@ -380,6 +389,10 @@ class NotificationAttempt(AppendOnlyModel):
     completion_notice = models.ForeignKey(
         "CompletionNotice", on_delete=models.CASCADE, null=True, blank=True, related_name="attempts"
     )
+    # Set on the notice of a decided revision request (the owner is told it was pinned or declined).
+    revision_request = models.ForeignKey(
+        "RevisionRequest", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
     channel = models.CharField(max_length=16, choices=Channel.choices)
     attempt = models.PositiveSmallIntegerField(default=1)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
@@ -419,3 +432,126 @@ class CompletionNotice(models.Model):
 
     def __str__(self) -> str:
         return f"completion of run {self.run_id} ({self.schedule_id})"
+
+
+# -- revision requests ------------------------------------------------------------------------------
+
+
+class RevisionRequestQuerySet(models.QuerySet["RevisionRequest"]):
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> RevisionRequestQuerySet:
+        return self.filter(schedule__owner_id=user.pk)
+
+    def undelivered(self) -> RevisionRequestQuerySet:
+        """Decided requests whose decision notice has not gone out on every channel yet."""
+        return self.exclude(state=RevisionRequest.State.OPEN).filter(notified_at__isnull=True)
+
+
+class RevisionRequest(models.Model):
+    """An owner's request for different limits (SPEC §11): the complete limits and failure limit
+    they suggest and why. Owners cannot change limits (ADR-0109 decision 4); an admin with the pin
+    permission decides: pin (an explicit revision that records this request) or decline, with a
+    reason. One open request per schedule.
+
+    A decided request is also the outbox of its decision notice, as a self-pause is of its own:
+    `notified_at` stays null until the notice went out on every channel the owner enabled.
+    """
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        PINNED = "pinned"
+        DECLINED = "declined"
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="revision_requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    via = models.CharField(max_length=32, help_text="Where it was asked: dashboard, api.")
+    base_revision = models.PositiveIntegerField(help_text="The revision in force when it was asked.")
+    limits = models.JSONField(help_text="The complete RunLimits the owner suggests.")
+    max_consecutive_failures = models.PositiveIntegerField()
+    reason = models.TextField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decline_reason = models.TextField(blank=True)
+    # DO_NOTHING: the revision and this row only ever go away together with their schedule.
+    revision = models.ForeignKey(
+        ScheduleRevision, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
+    notify_claimed_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RevisionRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["schedule"], condition=models.Q(state="open"), name="revision_request_one_open"
+            ),
+            models.CheckConstraint(condition=~models.Q(reason=""), name="revision_request_has_reason"),
+            models.CheckConstraint(
+                condition=models.Q(max_consecutive_failures__gte=1),
+                name="revision_request_failure_limit_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state="open", decided_at__isnull=True)
+                | (~models.Q(state="open") & models.Q(decided_at__isnull=False)),
+                name="revision_request_decided_iff_not_open",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state="pinned", revision__isnull=False)
+                | (~models.Q(state="pinned") & models.Q(revision__isnull=True)),
+                name="revision_request_pinned_has_revision",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state="declined") | ~models.Q(decline_reason=""),
+                name="revision_request_declined_has_reason",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["state", "created_at"], name="revision_request_queue"),
+            models.Index(
+                fields=["id"],
+                name="revision_request_unnotified",
+                condition=~models.Q(state="open") & models.Q(notified_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Limits request for “{self.schedule.title}” ({self.state})"
+
+    @property
+    def run_limits(self) -> RunLimits:
+        return RunLimits.from_json(self.limits)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == self.State.OPEN
+
+
+class RevisionRequestEvent(AppendOnlyModel):
+    """The audit of a revision request: asked, pinned or declined, by whom and when."""
+
+    class Action(models.TextChoices):
+        REQUESTED = "requested"
+        PINNED = "pinned"
+        DECLINED = "declined"
+
+    request = models.ForeignKey(RevisionRequest, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    via = models.CharField(max_length=32)
+    detail = models.CharField(max_length=300, blank=True, help_text="The revision pinned, or none.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} request {self.request_id}"

@@ -33,7 +33,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounting.models import AccountingEvent
+from accounting.formatting import local_text, money_text
+from accounting.models import AccountingEvent, owner_zone
 from accounting.selectors import owner_timezone
 from runs import outbound
 from runs.failures import Diagnostics, Failure
@@ -41,7 +42,7 @@ from runs.providers.base import ProviderError
 from runs.providers.classify import classify_response, classify_transport_error
 from runs.providers.retry import with_retries
 from schedules import selectors
-from schedules.models import NotificationAttempt, NotificationSettings, PauseEvent
+from schedules.models import NotificationAttempt, NotificationSettings, PauseEvent, RevisionRequest
 
 logger = logging.getLogger(__name__)
 
@@ -418,3 +419,140 @@ def _count_permanent_failure(channels: NotificationSettings, status: int | None)
                 f"(last: HTTP {status or 'no response'}). Check the URL, then save to turn it back on."
             )
         current.save()
+
+
+# -- decisions on revision requests --------------------------------------------------------------
+# The owner is told when an admin pins or declines their request for new limits, on the same
+# channels as a pause notice. A decided request is its own outbox row (`notified_at`), delivered
+# by the same minute task, once per channel, each attempt recorded.
+
+
+def decision_notice(request: RevisionRequest) -> Notice:
+    """The message for a decided request: what was decided, by whom, the limits now in force or
+    the admin's reason, and a link. Never a prompt, an answer or a provider message."""
+    schedule = request.schedule
+    zone = owner_zone(owner_timezone(schedule.owner_id))
+    link = settings.SITE_URL + reverse("schedules:detail", args=[schedule.pk])
+    asked = local_text(request.created_at, zone)
+    decided_at = request.decided_at or timezone.now()
+    who = request.decided_by.get_username() if request.decided_by else "an admin"
+    pinned = request.state == RevisionRequest.State.PINNED and request.revision is not None
+    if pinned:
+        assert request.revision is not None
+        limits = request.revision.run_limits
+        subject = f"New limits pinned: {schedule.title}"
+        lines = [
+            f"Your request of {asked} for new limits on “{schedule.title}” was pinned by {who} "
+            f"on {local_text(decided_at, zone)} as revision {request.revision.number}.",
+            "",
+            f"Cost per run: {money_text(limits.max_cost)} (synthesis reserve "
+            f"{money_text(limits.synthesis_reserve_cost)}); steps {limits.max_steps}, model calls "
+            f"{limits.max_model_calls}, tool calls {limits.max_tool_calls}; a failure limit of "
+            f"{request.revision.max_consecutive_failures}.",
+            f"Reason: {request.revision.reason}",
+            "",
+            "Runs that start from now on use these limits.",
+        ]
+        if schedule.status == schedule.Status.PAUSED:
+            lines.append("The schedule is still paused: resume it when you are ready.")
+    else:
+        subject = f"Limits request declined: {schedule.title}"
+        lines = [
+            f"Your request of {asked} for new limits on “{schedule.title}” was declined by {who} "
+            f"on {local_text(decided_at, zone)}.",
+            "",
+            f"Reason: {request.decline_reason}",
+            "",
+            "The limits in force stay as they are.",
+        ]
+    lines += ["", f"Open: {link}"]
+    payload = {
+        "event": "schedule.revision_request_decided",
+        "schedule": {"id": schedule.pk, "title": schedule.title, "url": link},
+        "request": {
+            "id": request.pk,
+            "state": request.state,
+            "requested_at": request.created_at.isoformat(),
+            "decided_at": decided_at.isoformat(),
+            "decided_by": who,
+            "decline_reason": request.decline_reason or None,
+        },
+        "revision": request.revision.number if pinned and request.revision else None,
+        "test": False,
+    }
+    return Notice(subject=subject, text="\n".join(lines), payload=payload)
+
+
+def deliver_pending_decision_notices(
+    *,
+    now: datetime | None = None,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    limit: int = 100,
+) -> list[NotificationAttempt]:
+    """The decision outbox, claimed like the pause notices' (see deliver_pending_notices): only
+    the claim's winner sends, a lapsed claim is taken over after NOTICE_LEASE, and each channel
+    is sent once. Returns the attempts made."""
+    now = now or timezone.now()
+    pending = RevisionRequest.objects.undelivered().filter(
+        Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=now - NOTICE_LEASE)
+    )
+    made: list[NotificationAttempt] = []
+    for request_id in pending.order_by("id").values_list("id", flat=True)[:limit]:
+        if pending.filter(pk=request_id).update(notify_claimed_at=now) != 1:  # another worker has it
+            continue
+        made += deliver_decision_notice(request_id, client=client, sleep=sleep)
+        sent = RevisionRequest.objects.filter(pk=request_id, notify_claimed_at=now)
+        sent.update(notified_at=timezone.now())
+    return made
+
+
+def deliver_decision_notice(
+    request_id: int, *, client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep
+) -> list[NotificationAttempt]:
+    """Send one decided request's notice on each enabled channel without a final attempt yet."""
+    request = (
+        RevisionRequest.objects.select_related("schedule__owner", "revision", "decided_by")
+        .filter(pk=request_id)
+        .exclude(state=RevisionRequest.State.OPEN)
+        .first()
+    )
+    if request is None:
+        return []
+    owner = request.schedule.owner
+    notice = decision_notice(request)
+    done = set(
+        NotificationAttempt.objects.filter(revision_request=request)
+        .exclude(outcome=NotificationAttempt.Outcome.RETRYING)
+        .values_list("channel", flat=True)
+    )
+    channels = settings_for(owner.pk)
+    made: list[NotificationAttempt] = []
+
+    def record(
+        channel: str, outcome: str, *, attempt: int = 1, status: int | None = None, detail: str = ""
+    ) -> NotificationAttempt:
+        row = NotificationAttempt.objects.create(
+            owner_id=owner.pk,
+            schedule_id=request.schedule_id,
+            revision_request=request,
+            channel=channel,
+            attempt=attempt,
+            outcome=outcome,
+            http_status=status,
+            detail=detail[:300],
+            created_at=timezone.now(),
+        )
+        made.append(row)
+        return row
+
+    if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in done:
+        _send_email(owner, notice, record)
+    if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in done:
+        http = client or outbound.client(timeout=WEBHOOK_TIMEOUT_SECONDS)
+        try:
+            _send_webhook(channels, notice, http, record, sleep, WEBHOOK_ATTEMPTS)
+        finally:
+            if client is None:
+                http.close()
+    return made

@@ -6,7 +6,7 @@ is ahead) live in the services, which report them in the same {field: message} s
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from django.conf import settings
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
@@ -126,6 +126,43 @@ class ExplicitRevision(BaseModel):
     _text = field_validator("reason")(_storable)
 
 
+class RevisionRequestBody(ExplicitRevision):
+    """An owner's request for new limits: the same complete shape as an explicit revision (the
+    limits and failure limit they suggest, and why), so an admin can pin it as it stands."""
+
+
+class DeclineBody(BaseModel):
+    """Why a revision request is declined; the owner is told these words."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    reason: str = Field(min_length=1, max_length=1000)
+
+    _text = field_validator("reason")(_storable)
+
+
+class RequestDecision(BaseModel):
+    """An admin's decision on a revision request: `pin` with the final limits, failure limit and
+    reason (the explicit revision), or `decline` with a reason. `base_revision`, when given, is
+    the revision the decision was reviewed against: a newer one in force refuses the pin."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    decision: Literal["pin", "decline"]
+    reason: str = Field(min_length=1, max_length=1000)
+    limits: RunLimits | None = None
+    max_consecutive_failures: StrictInt | None = Field(default=None, ge=1, le=MAX_FAILURE_LIMIT)
+    base_revision: StrictInt | None = Field(default=None, ge=1)
+
+    _text = field_validator("reason")(_storable)
+
+    def explicit(self) -> ExplicitRevision:
+        assert self.limits is not None and self.max_consecutive_failures is not None
+        return ExplicitRevision(
+            limits=self.limits, max_consecutive_failures=self.max_consecutive_failures, reason=self.reason
+        )
+
+
 def parse_create(data: Any) -> ScheduleCreate:
     return _parse(ScheduleCreate, data)
 
@@ -148,3 +185,33 @@ def _parse(model: type[T], data: Any) -> T:
         return model.model_validate(data)
     except ValidationError as exc:
         raise InvalidSchedule(field_errors(exc)) from None
+
+
+def parse_revision_request(data: Any) -> RevisionRequestBody:
+    return _parse(RevisionRequestBody, data)
+
+
+def parse_decline(data: Any) -> DeclineBody:
+    return _parse(DeclineBody, data)
+
+
+def parse_decision(data: Any) -> RequestDecision:
+    """A pin needs the complete limits and the failure limit; a decline takes only its reason."""
+    decision = _parse(RequestDecision, data)
+    if decision.decision == "pin":
+        missing = {
+            name: f"{name} is required to pin"
+            for name in ("limits", "max_consecutive_failures")
+            if getattr(decision, name) is None
+        }
+        if missing:
+            raise InvalidSchedule(missing)
+    else:
+        given = {
+            name: f"{name} is not taken by a decline, only a reason"
+            for name in ("limits", "max_consecutive_failures", "base_revision")
+            if getattr(decision, name) is not None
+        }
+        if given:
+            raise InvalidSchedule(given)
+    return decision

@@ -22,8 +22,22 @@ from accounting.selectors import owner_timezone
 from runs.limits import RunLimits, validate_limits, with_reserves
 from runs.models import Agent, Run
 from schedules import recurrence, tokens
-from schedules.models import Occurrence, PauseEvent, Schedule, ScheduleRevision
-from schedules.schemas import ExplicitRevision, InvalidSchedule, ScheduleCreate, ScheduleUpdate
+from schedules.models import (
+    Occurrence,
+    PauseEvent,
+    RevisionRequest,
+    RevisionRequestEvent,
+    Schedule,
+    ScheduleRevision,
+)
+from schedules.schemas import (
+    DeclineBody,
+    ExplicitRevision,
+    InvalidSchedule,
+    RevisionRequestBody,
+    ScheduleCreate,
+    ScheduleUpdate,
+)
 
 # The schedule.create policy (ADR-0109 decisions 1 and 2).
 CREATE_FAILURE_LIMIT = 2
@@ -275,10 +289,12 @@ def pin_revision(
     via: str,
     now: datetime | None = None,
     expected_number: int | None = None,
+    request: RevisionRequest | None = None,
 ) -> ScheduleRevision:
     """An explicit revision: the only way limits or the failure limit change (ADR-0109 decision 4).
     Earlier revisions and already materialized runs keep their values. With `expected_number`,
-    raises RevisionChanged if another revision was written since (checked under the row lock)."""
+    raises RevisionChanged if another revision was written since (checked under the row lock).
+    `request`: the owner's revision request it answers (pin_from_request), recorded on it."""
     if not by.has_perm(PIN_PERMISSION):  # type: ignore[attr-defined]
         raise PermissionDenied("Pinning a revision needs the pin_revision permission.")
     now = now or timezone.now()
@@ -297,9 +313,145 @@ def pin_revision(
             reason=data.reason,
             limits=data.limits.to_json(),
             max_consecutive_failures=data.max_consecutive_failures,
+            request=request,
         )
         Schedule.objects.filter(pk=locked.pk).update(current_revision=revision)
     return revision
+
+
+# -- revision requests ----------------------------------------------------------------------------
+
+
+class RequestAlreadyOpen(Exception):
+    """The schedule already has an open revision request (one at a time)."""
+
+    def __init__(self, request: RevisionRequest) -> None:
+        super().__init__(f"Revision request {request.pk} is still open.")
+        self.request = request
+
+
+class RequestDecided(Exception):
+    """The revision request was already pinned or declined."""
+
+    def __init__(self, request: RevisionRequest) -> None:
+        super().__init__(f"Revision request {request.pk} is already {request.state}.")
+        self.request = request
+
+
+def request_revision(
+    schedule: Schedule,
+    data: RevisionRequestBody,
+    *,
+    by: AbstractBaseUser,
+    via: str,
+    now: datetime | None = None,
+) -> RevisionRequest:
+    """The owner asks for new limits (SPEC §11): the request and its event, in one transaction.
+    Only the owner; one open request per schedule, so a repeat raises RequestAlreadyOpen with the
+    request already waiting. A completed schedule raises ScheduleCompleted."""
+    if _user_id(by) != schedule.owner_id:
+        raise PermissionDenied("Only the schedule's owner may ask for new limits.")
+    with transaction.atomic():
+        locked = _locked(schedule)  # two clicks at once queue here; the second finds the first
+        if locked.status == Schedule.Status.COMPLETED:
+            raise ScheduleCompleted(schedule)
+        waiting = RevisionRequest.objects.filter(schedule=locked, state=RevisionRequest.State.OPEN).first()
+        if waiting is not None:
+            raise RequestAlreadyOpen(waiting)
+        now = now or timezone.now()
+        request = RevisionRequest.objects.create(
+            schedule=locked,
+            requested_by_id=_user_id(by),
+            created_at=now,
+            via=via,
+            base_revision=locked.revision.number,
+            limits=data.limits.to_json(),
+            max_consecutive_failures=data.max_consecutive_failures,
+            reason=data.reason,
+        )
+        RevisionRequestEvent.objects.create(
+            request=request,
+            action=RevisionRequestEvent.Action.REQUESTED,
+            actor_id=_user_id(by),
+            via=via,
+            created_at=now,
+        )
+    return request
+
+
+def pin_from_request(
+    request: RevisionRequest,
+    data: ExplicitRevision,
+    *,
+    by: AbstractBaseUser,
+    via: str,
+    expected_number: int | None,
+    now: datetime | None = None,
+) -> ScheduleRevision:
+    """Decide an open request by pinning `data` (the admin's final values, usually the request's)
+    as an explicit revision that records the request: revision, request state and event in one
+    transaction. Through pin_revision, so it needs the pin permission and honours
+    `expected_number` (RevisionChanged). Decided already: RequestDecided, nothing written."""
+    if not by.has_perm(PIN_PERMISSION):  # type: ignore[attr-defined]
+        raise PermissionDenied("Deciding a revision request needs the pin_revision permission.")
+    with transaction.atomic():
+        # Schedule row first, then the request's: every writer takes them in this order.
+        schedule = _locked(Schedule(pk=request.schedule_id))
+        locked = RevisionRequest.objects.select_for_update().get(pk=request.pk)
+        if not locked.is_open:
+            raise RequestDecided(locked)
+        revision = pin_revision(
+            schedule, data, by=by, via=via, now=now, expected_number=expected_number, request=locked
+        )
+        RevisionRequest.objects.filter(pk=locked.pk).update(
+            state=RevisionRequest.State.PINNED,
+            decided_by_id=_user_id(by),
+            decided_at=revision.created_at,
+            revision=revision,
+        )
+        RevisionRequestEvent.objects.create(
+            request=locked,
+            action=RevisionRequestEvent.Action.PINNED,
+            actor_id=_user_id(by),
+            via=via,
+            detail=f"revision {revision.number}",
+            created_at=revision.created_at,
+        )
+    return revision
+
+
+def decline_request(
+    request: RevisionRequest,
+    data: DeclineBody,
+    *,
+    by: AbstractBaseUser,
+    via: str,
+    now: datetime | None = None,
+) -> RevisionRequest:
+    """Decide an open request by declining it, with the reason the owner is told. Needs the pin
+    permission; decided already: RequestDecided, nothing written."""
+    if not by.has_perm(PIN_PERMISSION):  # type: ignore[attr-defined]
+        raise PermissionDenied("Deciding a revision request needs the pin_revision permission.")
+    with transaction.atomic():
+        locked = RevisionRequest.objects.select_for_update().get(pk=request.pk)
+        if not locked.is_open:
+            raise RequestDecided(locked)
+        now = now or timezone.now()  # after the lock, so decisions follow commit order
+        RevisionRequest.objects.filter(pk=locked.pk).update(
+            state=RevisionRequest.State.DECLINED,
+            decided_by_id=_user_id(by),
+            decided_at=now,
+            decline_reason=data.reason,
+        )
+        RevisionRequestEvent.objects.create(
+            request=locked,
+            action=RevisionRequestEvent.Action.DECLINED,
+            actor_id=_user_id(by),
+            via=via,
+            created_at=now,
+        )
+    locked.refresh_from_db()
+    return locked
 
 
 # -- pause and resume ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from schedules.views import budget, conversations, owner_settings, runs, schedules
+from schedules.views import budget, conversations, owner_settings, requests, runs, schedules
 
 app_name = "schedules"
 urlpatterns: list[URLPattern] = [
@@ -17,6 +17,7 @@ urlpatterns: list[URLPattern] = [
     path("schedules/<int:pk>/edit/", schedules.schedule_edit, name="edit"),
     path("schedules/<int:pk>/pause/", schedules.pause, name="pause"),
     path("schedules/<int:pk>/resume/", schedules.resume, name="resume"),
+    path("schedules/<int:pk>/request-limits/", requests.request_limits, name="request_limits"),
     path("settings/", owner_settings.notification_settings, name="settings"),
     path("settings/rotate-secret/", owner_settings.rotate_webhook_secret, name="rotate_secret"),
     path("settings/test/", owner_settings.send_test_notification, name="test_notification"),

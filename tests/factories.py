@@ -247,3 +247,27 @@ def running_run(owner: User, agent: Agent, *, conversation: Conversation | None 
     return create_run(
         owner.pk, agent, "Working on it", conversation=conversation, limits=agent.limits, attempt=uuid.uuid4()
     )
+
+
+def make_budget_paused(owner: User, pinner: User, *, title: str = "Weekly spend review") -> Schedule:
+    """A schedule whose runs cost more than its budget, as the demo's: agent sim-expensive (about
+    USD 0.60 a call) pinned to USD 1.00 without a reserve, two real runs against the simulated
+    provider that each stopped at USD 1.20 (budget exhausted, cost), so it paused itself."""
+    from schedules.schemas import parse_explicit
+
+    agent = Agent.objects.filter(name="sim-expensive").first() or make_agent(
+        "sim-expensive", model="sim-expensive"
+    )
+    schedule = make_schedule(owner, agent, title=title)
+    tight = limits(max_cost="1.00").to_json()
+    services.pin_revision(
+        schedule,
+        parse_explicit({"limits": tight, "max_consecutive_failures": 2, "reason": "Budget before ADR-0109."}),
+        by=pinner,
+        via="test",
+    )
+    for _ in range(2):
+        run_due(schedule)
+    schedule.refresh_from_db()
+    assert schedule.status == Schedule.Status.PAUSED, schedule.status
+    return schedule

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+# The quota and billing codes are part of the failure vocabulary (runs.failures).
+from runs.failures import is_quota_code
 from runs.providers.base import ProviderError, diagnostics
 
 RETRY_AFTER_CAP_SECONDS = 60.0
@@ -30,32 +32,8 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 TRANSIENT_ERROR_TYPES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "rate_limit_exceeded", "server_error", "overloaded"}
 )
-# Quota and billing: a 429 naming one of these cannot succeed by waiting seconds, only once someone
-# pays or the month turns. The one table of them: exact codes (LiteLLM's proxy says
-# "budget_exceeded"), then the families of spend and usage caps (OpenAI's and others'
-# "*_spend_limit_exceeded", Anthropic's tier cap "enforced_spend_limit_reached").
-QUOTA_CODES = frozenset(
-    {
-        "insufficient_quota",
-        "billing_not_active",
-        "credit_balance_exhausted",
-        "billing_error",
-        "billing_hard_limit_reached",
-        "budget_exceeded",
-    }
-)
-QUOTA_CODE_FAMILIES = re.compile(
-    r"^(?:[a-z0-9_]+_)?(?:spend_limit_exceeded|spend_limit_reached|usage_limit_exceeded)$"
-)
 MAX_PAGE_LINE = 120  # of an HTML or text error page, what the failure message keeps
 MAX_STRUCTURED_MESSAGE = 500  # of a message that is itself JSON (Mistral's validation details)
-
-
-def is_quota_code(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    lowered = value.lower()
-    return lowered in QUOTA_CODES or bool(QUOTA_CODE_FAMILIES.match(lowered))
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:

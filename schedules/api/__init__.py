@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from schedules.api import conversations  # noqa: F401  (registers the conversation routes)
+# Imported for their routes, which they register on `api`.
+from schedules.api import conversations, revision_requests  # noqa: F401
 from schedules.api.routes import api
 
 __all__ = ["api"]

@@ -101,6 +101,17 @@ STATE_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
         "conversation_busy",
         "This conversation has a run in flight; cancel the run or wait for it to end, then delete.",
     ),
+    services.RequestAlreadyOpen: (
+        409,
+        "request_open",
+        "This schedule already has an open revision request; it waits for an admin's decision.",
+    ),
+    services.RequestDecided: (409, "request_decided", "This revision request has already been decided."),
+    services.RevisionChanged: (
+        409,
+        "revision_changed",
+        "The schedule has a newer revision than base_revision; review it and decide again.",
+    ),
 }
 
 

@@ -7,6 +7,13 @@ and detail pages stay fast on large tables. Writes never happen here; they go th
 from __future__ import annotations
 
 from schedules.selectors.conversations import Thread, chat_conversations, conversation_thread
+from schedules.selectors.requests import (
+    recorded_runs,
+    replay_report,
+    request_page,
+    schedule_requests,
+    suggested_limits,
+)
 from schedules.selectors.runs import conversation_page, deletion_summary, run_page
 from schedules.selectors.schedules import (
     Change,
@@ -33,8 +40,13 @@ __all__ = [
     "notification_attempts",
     "pause_explanation",
     "pause_history",
+    "recorded_runs",
+    "replay_report",
+    "request_page",
     "run_page",
     "schedule_detail",
     "schedule_list",
+    "schedule_requests",
     "status_panel",
+    "suggested_limits",
 ]

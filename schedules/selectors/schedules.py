@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -16,7 +16,7 @@ from django.db.models import Count, Q, QuerySet
 from accounting import selectors as accounting
 from accounting.formatting import money_text
 from accounting.ledger import ZERO
-from accounting.models import AccountingEvent
+from accounting.models import AccountingEvent, owner_zone
 from runs.failures import Failure
 from runs.limits import RunLimits
 from runs.models import Run
@@ -24,11 +24,20 @@ from schedules.models import (
     NotificationAttempt,
     Occurrence,
     PauseEvent,
+    RevisionRequest,
     Schedule,
     ScheduleRevision,
     revision_snapshot,
 )
-from schedules.selectors.words import FAILURES_NAMED, count_sentence, pause_explanation
+from schedules.selectors.requests import (
+    Advice,
+    Counted,
+    FailureGroup,
+    failure_groups,
+    resume_advice,
+    schedule_requests,
+)
+from schedules.selectors.words import FAILURES_NAMED, count_sentence, pause_explanation, pause_summary
 
 PER_PAGE = 25
 REVISIONS_SHOWN = 20
@@ -47,6 +56,13 @@ class StatusPanel:
     explanation: str
     count_sentence: str
     resume_sentence: str
+    # A failure-limit pause: when, then each counted failure in plain words, newest first, and
+    # whether resuming will help (item by item, before any code).
+    summary: str = ""
+    failures: list[FailureGroup] = field(default_factory=list)
+    advice: Advice | None = None
+    unnamed: int = 0  # counted failures older than the ones listed
+    requests: list[RevisionRequest] = field(default_factory=list)
 
     @property
     def paused(self) -> bool:
@@ -55,6 +71,11 @@ class StatusPanel:
     @property
     def active(self) -> bool:
         return self.schedule.status == Schedule.Status.ACTIVE
+
+    @property
+    def kept_words(self) -> str:
+        """The count an active schedule kept, for its badge: "2 of 2 failures kept"."""
+        return f"{self.schedule.consecutive_failures} of {self.failure_limit} failures kept"
 
 
 def _events_query(schedule_id: int) -> QuerySet[AccountingEvent]:
@@ -76,12 +97,18 @@ def status_panel(
     *,
     events: Sequence[AccountingEvent] | None = None,
     dimensions: Mapping[int, str] | None = None,
+    requests: Sequence[RevisionRequest] | None = None,
 ) -> StatusPanel:
-    """The schedule's state in words. Reads the pause's events only when they are not given."""
+    """The schedule's state in words. Reads the pause's events and the schedule's revision
+    requests only when they are not given."""
     limit = schedule.revision.max_consecutive_failures
     count = schedule.consecutive_failures
-    explanation = ""
+    explanation = summary = ""
+    counted: list[Counted] = []
+    advice = None
     pause = schedule.pause
+    if requests is None:
+        requests = schedule_requests(schedule)
     if schedule.status == Schedule.Status.PAUSED and pause is not None:
         if pause.reason == PauseEvent.Reason.FAILURE_LIMIT and (events is None or _too_few(events, pause)):
             events = list(
@@ -91,13 +118,52 @@ def status_panel(
             )
             dimensions = _failure_dimensions(schedule.owner_id, (e.run_id for e in events))
         explanation = pause_explanation(schedule, pause, events or [], dimensions or {}, tz)
+        if pause.reason == PauseEvent.Reason.FAILURE_LIMIT:
+            summary = pause_summary(pause, tz)
+            counted = _counted(schedule, pause, events or [], dimensions or {})
+            advice = resume_advice(counted, schedule.revision, requests, pause.created_at)
     return StatusPanel(
         schedule=schedule,
         failure_limit=limit,
         explanation=explanation,
         count_sentence=count_sentence(count, limit, kept=False),
         resume_sentence=count_sentence(count, limit, kept=True),
+        summary=summary,
+        failures=failure_groups(counted, owner_zone(tz)),
+        advice=advice,
+        unnamed=max(0, pause.failures_at_event - len(counted)) if summary and pause else 0,
+        requests=list(requests),
     )
+
+
+def _counted(
+    schedule: Schedule, pause: PauseEvent, events: Sequence[AccountingEvent], dimensions: Mapping[int, str]
+) -> list[Counted]:
+    """The failures the pause counted, newest first, each with the limit its budget failure hit
+    (read from the revision it ran under; one query when that is not the one in force)."""
+    events = [e for e in events if e.created_at <= pause.created_at and e.failure][
+        : min(pause.failures_at_event, FAILURES_NAMED)
+    ]
+    current = schedule.revision
+    numbers = {e.payload.get("revision") for e in events} - {current.number}
+    limits = {current.number: current.run_limits}
+    if numbers:
+        older = ScheduleRevision.objects.filter(schedule_id=schedule.pk, number__in=numbers)
+        limits.update({r.number: r.run_limits for r in older.only("number", "limits")})
+    counted = []
+    for event in events:
+        dimension = dimensions.get(event.run_id or 0, "")
+        run_limits = limits.get(event.payload.get("revision"))
+        limit = run_limits.total(dimension) if run_limits and dimension else None  # type: ignore[arg-type]
+        failure = Failure.from_payload(event.failure, dimension, limit=limit)
+        assert failure is not None
+        scheduled = event.payload.get("scheduled_for")
+        try:
+            day = datetime.fromisoformat(scheduled) if isinstance(scheduled, str) else None
+        except ValueError:
+            day = None
+        counted.append(Counted(failure, event, day))
+    return counted
 
 
 def _too_few(events: Sequence[AccountingEvent], pause: PauseEvent) -> bool:
@@ -373,7 +439,9 @@ class ScheduleDetail:
 def schedule_detail(schedule: Schedule, tz: str) -> ScheduleDetail:
     """Everything the detail page shows (five queries, six when a long streak needs more events)."""
     revisions = list(
-        schedule.revisions.select_related("agent", "created_by").order_by("-number")[: REVISIONS_SHOWN + 1]
+        schedule.revisions.select_related("agent", "created_by", "request__requested_by").order_by("-number")[
+            : REVISIONS_SHOWN + 1
+        ]
     )
     occurrences = list(
         schedule.occurrences.select_related("run", "revision")
@@ -385,9 +453,10 @@ def schedule_detail(schedule: Schedule, tz: str) -> ScheduleDetail:
     pause_events = pause_history(schedule)
     by_occurrence = {e.payload.get("occurrence_id"): e for e in events}
     history = revision_history(revisions)[:REVISIONS_SHOWN]
+    requests = schedule_requests(schedule)
     return ScheduleDetail(
         schedule=schedule,
-        panel=status_panel(schedule, tz, events=events, dimensions=dimensions),
+        panel=status_panel(schedule, tz, events=events, dimensions=dimensions, requests=requests),
         limits=schedule.revision.run_limits,
         history=history,
         occurrences=[_occurrence(o, by_occurrence.get(o.pk)) for o in occurrences[:OCCURRENCES_SHOWN]],

@@ -53,6 +53,22 @@ def _actor_words(pause: PauseEvent, owner_id: int) -> str:
     return f"by an admin ({name})"
 
 
+def _streak(count: int) -> str:
+    runs = "run" if count == 1 else "runs"
+    return f"after {count} consecutive failed {runs}" if count > 1 else "after 1 failed run"
+
+
+def pause_summary(pause: PauseEvent, tz: str) -> str:
+    """When and after how many failures, without naming them: "Paused on 3 Sep at 09:02 EEST
+    after 2 consecutive failed runs." (the status panel lists each failure in words below it)."""
+    zone = _zone(tz)
+    local = pause.created_at.astimezone(zone)
+    return (
+        f"Paused on {local_text(local, zone, 'day')} at {local_text(local, zone, 'time')} "
+        f"{_streak(pause.failures_at_event)}."
+    )
+
+
 def pause_explanation(
     schedule: Schedule,
     pause: PauseEvent,
@@ -86,8 +102,7 @@ def pause_explanation(
         day = _day(event.payload.get("scheduled_for"), zone)
         parts.append(f"{failure.short} on {day}" if day else failure.short)
     earlier = count - len(named)
-    runs = "run" if count == 1 else "runs"
-    streak = f"after {count} consecutive failed {runs}" if count > 1 else "after 1 failed run"
+    streak = _streak(count)
     listed = ", ".join(parts)
     if earlier > 0 and parts:
         listed = f"{listed} (and {earlier} earlier)"

@@ -34,6 +34,10 @@ TONES: dict[str, str] = {
     "delivered": "ok",
     "retrying": "warn",
     "late": "warn",
+    # revision requests, and what proposed limits would have done to a recorded run
+    "open": "info",
+    "pinned": "ok",
+    "declined": "bad",
 }
 
 
@@ -90,11 +94,12 @@ def duration(start: datetime | None, end: datetime | None) -> str:
 
 
 @register.simple_tag
-def badge(status: str, detail: str = "") -> SafeString:
+def badge(status: str, detail: str = "", tone: str = "") -> SafeString:
     """A status in words and colour: `{% badge "paused" "failure limit" %}`. The word is always
-    there; the colour and the dot's shape only repeat it."""
+    there; the colour and the dot's shape only repeat it. `tone` overrides the status's own
+    (an active schedule whose failure count was kept reads as a warning)."""
     word = status.replace("_", " ").capitalize()
-    tone = TONES.get(status, "muted")
+    tone = tone or TONES.get(status, "muted")
     if detail:
         return format_html(
             '<span class="badge badge--{}"><span class="badge__dot" aria-hidden="true"></span>{}'

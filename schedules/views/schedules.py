@@ -66,8 +66,17 @@ def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = _mine(request, pk)
     tz = owner_timezone(schedule.owner_id)
     detail = selectors.schedule_detail(schedule, tz)
-    context = {"detail": detail, "panel": detail.panel, "pause_events": detail.pause_events, "owner_tz": tz}
-    context.update(_chat_context(schedule, detail.history))
+    context = {
+        "detail": detail,
+        "panel": detail.panel,
+        "pause_events": detail.pause_events,
+        "owner_tz": tz,
+        # A pause or resume without JavaScript: its notice goes in the panel, as with HTMX.
+        "notice": next((m.message for m in messages.get_messages(request) if "status" in m.tags), ""),
+        # The no-JavaScript confirmation of a resume, in the panel (HTMX asks with hx-confirm).
+        "confirming": request.GET.get("confirm") == "resume" and schedule.status == Schedule.Status.PAUSED,
+        **_chat_context(schedule, detail.history),
+    }
     return render(request, "schedules/detail.html", context)
 
 
@@ -111,8 +120,9 @@ def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, c
             "owner_tz": tz,
         }
         return render(request, "schedules/detail.html#status", context)
-    messages.add_message(request, messages.SUCCESS if changed else messages.INFO, notice)
-    return redirect("schedules:detail", pk=schedule.pk)
+    # Tagged "status": the detail page shows it inside the status panel, where HTMX puts it too.
+    messages.add_message(request, messages.SUCCESS if changed else messages.INFO, notice, extra_tags="status")
+    return redirect(reverse("schedules:detail", args=[schedule.pk]) + "#status")
 
 
 @require_POST
@@ -120,6 +130,9 @@ def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, c
 @vary_on_headers("HX-Request")
 def resume(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = _mine(request, pk)
+    if not request.htmx and request.POST.get("confirmed") != "yes":
+        # Without JavaScript there was no hx-confirm: the same sentence, as a step of its own.
+        return redirect(reverse("schedules:detail", args=[pk]) + "?confirm=resume#status")
     try:
         schedule = services.resume_schedule(schedule, by=request.user)
     except services.NotPaused:

@@ -156,7 +156,12 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("POST", "/conversations", "write", {"agent": "researcher", "message": "What is on today?"}),
     ("POST", "/conversations/{chat}/messages", "write", {"message": "And tomorrow?"}),
     ("POST", "/runs/{live}/cancel", "write", None),
+    ("POST", "/schedules/{schedule}/revision-requests", "write", "ask"),
+    ("GET", "/revision-requests?state=open", "pin_revision", "queue"),
+    ("POST", "/revision-requests/{request}/decision", "pin_revision", "decide"),
 ]
+# Routes an admin (pin permission) succeeds on; the others succeed for the owner.
+ADMIN_BODIES = ("pin", "queue", "decide")
 
 
 class World:
@@ -179,13 +184,28 @@ class World:
 
         if "{live}" in template and self.live is None:
             self.live = running_run(self.owner, self.agent)
+        request = self.open_request().pk if "{request}" in template else None
         return template.format(
             schedule=self.schedule.pk,
             run=self.run.pk,
             conversation=self.run.conversation_id,
             chat=self.chat.pk,
             live=self.live.pk if self.live else 0,
+            request=request,
         )
+
+    def open_request(self) -> Any:
+        """The owner's open revision request on this schedule (asked on first use)."""
+        from schedules import services
+        from schedules.models import RevisionRequest
+        from schedules.schemas import parse_revision_request
+
+        waiting = RevisionRequest.objects.filter(schedule=self.schedule, state="open").first()
+        if waiting is None:
+            waiting = services.request_revision(
+                self.schedule, parse_revision_request(valid_ask_body()), by=self.schedule.owner, via="test"
+            )
+        return waiting
 
 
 @pytest.fixture
@@ -193,5 +213,17 @@ def world(owner: User, agent: Any) -> World:
     return World(owner, agent)
 
 
+def valid_ask_body() -> dict[str, Any]:
+    return {**valid_pin_body(), "reason": "The briefings cost USD 1.20 now; USD 8 leaves room."}
+
+
+def valid_decision_body() -> dict[str, Any]:
+    return {"decision": "pin", **valid_pin_body()}
+
+
+BODIES = {"pin": valid_pin_body, "ask": valid_ask_body, "decide": valid_decision_body, "queue": lambda: None}
+
+
 def body_of(body: Any) -> Any:
-    return valid_pin_body() if body == "pin" else body
+    """A route's body: a marker of ROUTES ("pin", "ask", ...) made fresh, or the body itself."""
+    return BODIES[body]() if isinstance(body, str) and body in BODIES else body

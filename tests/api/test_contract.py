@@ -15,7 +15,16 @@ from django.utils import timezone
 from accounting import ledger
 from accounting.models import OwnerBudget
 from runs.models import Run
-from tests.api.conftest import ALL_SCOPES, ROUTES, Api, World, body_of, token_for, valid_pin_body
+from tests.api.conftest import (
+    ADMIN_BODIES,
+    ALL_SCOPES,
+    ROUTES,
+    Api,
+    World,
+    body_of,
+    token_for,
+    valid_pin_body,
+)
 from tests.api.contract import Contract, served_contract
 from tests.factories import finish, make_schedule, make_user, materialize, running_run
 
@@ -27,6 +36,8 @@ INVALID_BODIES = {
     ("POST", "/schedules/{schedule}/revisions"): {"limits": {}, "reason": ""},
     ("POST", "/conversations"): {"agent": "researcher", "message": "   "},
     ("POST", "/conversations/{chat}/messages"): {"message": ""},
+    ("POST", "/schedules/{schedule}/revision-requests"): {"limits": {"max_cost": "5_0"}},
+    ("POST", "/revision-requests/{request}/decision"): {"decision": "maybe"},
 }
 CONFLICTS = {
     ("POST", "/schedules/{schedule}/pause"): "paused",
@@ -36,6 +47,8 @@ CONFLICTS = {
     ("POST", "/conversations"): "no room",
     ("POST", "/conversations/{chat}/messages"): "answering",
     ("POST", "/runs/{live}/cancel"): "ended",
+    ("POST", "/schedules/{schedule}/revision-requests"): "asked",
+    ("POST", "/revision-requests/{request}/decision"): "decided",
 }
 
 
@@ -55,7 +68,7 @@ class Matrix:
         world = self.fresh()
         if template.endswith("/resume"):
             self.owner_api.post(world.path("/schedules/{schedule}/pause"))
-        api = self.admin_api if body == "pin" else self.owner_api
+        api = self.admin_api if body in ADMIN_BODIES else self.owner_api
         return api.request(method, world.path(template), body_of(body))
 
     def conflict(self, method: str, template: str) -> HttpResponse:
@@ -70,6 +83,13 @@ class Matrix:
         body = {"title": "x"} if method == "PATCH" else None
         if state == "busy":
             world.run = Run.objects.get(pk=materialize(world.schedule).run_id)
+        if state == "asked":  # one open request at a time
+            world.open_request()
+            return self.owner_api.request(method, world.path(template), body_of("ask"))
+        if state == "decided":
+            path = world.path(template)
+            self.admin_api.request(method, path, body_of("decide"))
+            return self.admin_api.request(method, path, body_of("decide"))
         if state == "answering":
             running_run(self.owner, self.agent, conversation=world.chat)
             body = {"message": "Me again"}
@@ -113,12 +133,12 @@ def test_every_documented_response_is_produced_and_matches_the_served_schema(
             .status_code,
         }
         if "{" in template and "?" not in template:
-            stranger = matrix.pinner_api if body == "pin" else matrix.other_api
+            stranger = matrix.pinner_api if body in ADMIN_BODIES else matrix.other_api
             statuses.add(stranger.request(method, matrix.fresh().path(template), body_of(body)).status_code)
         if key in CONFLICTS:
             statuses.add(matrix.conflict(method, template).status_code)
         if key in INVALID_BODIES:
-            api = matrix.admin_api if body == "pin" else matrix.owner_api
+            api = matrix.admin_api if body in ADMIN_BODIES else matrix.owner_api
             statuses.add(api.request(method, matrix.fresh().path(template), INVALID_BODIES[key]).status_code)
             settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
             big = {**(body_of(body) or {}), "reason": "x" * 2048}

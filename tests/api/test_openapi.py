@@ -30,6 +30,9 @@ SPEC_ROUTES = {
     ("post", "/api/v1/conversations"): "write",
     ("post", "/api/v1/conversations/{conversation_id}/messages"): "write",
     ("post", "/api/v1/runs/{run_id}/cancel"): "write",
+    ("post", "/api/v1/schedules/{schedule_id}/revision-requests"): "write",
+    ("get", "/api/v1/revision-requests"): "pin_revision",
+    ("post", "/api/v1/revision-requests/{request_id}/decision"): "pin_revision",
 }
 
 
@@ -72,6 +75,8 @@ def test_request_bodies_are_the_shared_models(schema):
         ("post", "/api/v1/schedules/{schedule_id}/revisions"): "ExplicitRevision",
         ("post", "/api/v1/conversations"): "ConversationCreate",
         ("post", "/api/v1/conversations/{conversation_id}/messages"): "MessageCreate",
+        ("post", "/api/v1/schedules/{schedule_id}/revision-requests"): "RevisionRequestBody",
+        ("post", "/api/v1/revision-requests/{request_id}/decision"): "RequestDecision",
     }
     components = schema["components"]["schemas"]
     for (method, path), name in bodies.items():

@@ -24,12 +24,12 @@ def test_the_admin_pins_a_revision_after_fixing_an_invalid_reserve(browser, live
     page.goto(f"{base}/admin/schedules/schedule/{schedule.pk}/change/")
     page.get_by_role("link", name="Pin a revision").click()
     page.wait_for_load_state()
-    assert page.get_by_label("max_cost (USD)").input_value() == "1.00"
+    assert page.get_by_label("Max cost (USD)").input_value() == "1.00"
     shoot(page, "pin-revision", readme=True)
     assert serious_violations(page) == []
 
     # A reserve that is not below its total: refused, named, nothing written.
-    page.get_by_label("synthesis_reserve_cost (USD)").fill("2.00")
+    page.get_by_label("Synthesis reserve — cost (USD)").fill("2.00")
     page.get_by_label("Reason").fill("ADR-0109: a USD 5 budget with a final-synthesis reserve")
     page.get_by_role("button", name="Review the change").click()
     page.wait_for_load_state()
@@ -39,13 +39,13 @@ def test_the_admin_pins_a_revision_after_fixing_an_invalid_reserve(browser, live
     assert ScheduleRevision.objects.filter(schedule=schedule).count() == before
 
     # A valid one: reviewed as a diff, then confirmed.
-    page.get_by_label("max_cost (USD)").fill("5.00")
-    page.get_by_label("synthesis_reserve_cost (USD)").fill("1.00")
-    page.get_by_label("synthesis_reserve_steps").fill("2")
+    page.get_by_label("Max cost (USD)").fill("5.00")
+    page.get_by_label("Synthesis reserve — cost (USD)").fill("1.00")
+    page.get_by_label("Synthesis reserve — steps").fill("2")
     page.get_by_role("button", name="Review the change").click()
     page.wait_for_load_state()
     diff = page.locator("table.pin-diff").inner_text()
-    assert "max_cost" in diff and "USD 1.00" in diff and "USD 5.00" in diff
+    assert "Max cost (USD)" in diff and "USD 1.00" in diff and "USD 5.00" in diff
     shoot(page, "pin-revision-review")
     page.get_by_role("button", name="Confirm and pin the revision").click()
     page.wait_for_load_state()

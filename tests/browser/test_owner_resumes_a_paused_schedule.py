@@ -29,19 +29,26 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     assert "Paused" in first_row.inner_text()
     row = page.locator("tr", has_text=PAUSED_TITLE)
     assert "2 of 2 failures" in row.inner_text()
-    assert "provider error · transient · simulated 529 overloaded_error" in row.inner_text()
+    assert "The AI provider was overloaded — usually temporary." in row.inner_text()
+    assert "provider error 529 overloaded_error" in row.inner_text()
     shoot(page, "schedules-list", readme=True)
     assert serious_violations(page) == []
 
-    # The paused schedule: why, in one sentence, with the classified failures.
+    # The paused schedule: when, then what happened in plain words, the codes in a quieter line.
     row.get_by_role("link", name=PAUSED_TITLE).click()
     page.wait_for_load_state()
     explanation = page.locator("#status .explanation").inner_text()
-    assert "after 2 consecutive failed runs: provider error 529 overloaded_error on" in explanation
+    assert explanation.endswith("after 2 consecutive failed runs.")
+    assert (
+        "The AI provider was overloaded — usually temporary."
+        in page.locator("#status .failure__what").inner_text()
+    )
+    assert "HTTP 529 · overloaded_error" in page.locator("#status .failure__ids").inner_text()
+    assert page.locator("#status .advice").inner_text() == "Resuming should help."
     assert page.locator("#status .action__note").inner_text() == SENTENCE
     events = page.locator("#events tbody tr")
     assert events.count() == 2
-    assert "provider error · transient · simulated 529 overloaded_error" in events.first.inner_text()
+    assert "The AI provider was overloaded — usually temporary." in events.first.inner_text()
     shoot(page, "schedule-paused", readme=True)
     assert serious_violations(page) == []
 
@@ -60,8 +67,10 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     assert dialogs == [SENTENCE]
     assert notice.inner_text() == f"Resumed. {SENTENCE}"
     assert page.evaluate("window.__before_resume") == "still here"
-    assert "Active" in page.locator("#status .badge").inner_text()
-    assert "2 of 2 failures" in page.locator("#status .streak").inner_text()
+    # One state, in a warning tone: active, with the kept count; no green badge beside a red count.
+    assert " ".join(page.locator("#status .badge").inner_text().split()) == "Active · 2 of 2 failures kept"
+    assert "badge--warn" in (page.locator("#status .badge").get_attribute("class") or "")
+    assert page.locator("#status .streak").count() == 0
     shoot(page, "schedule-resumed")
 
     schedule = Schedule.objects.get(title=PAUSED_TITLE)
@@ -71,10 +80,9 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     # The run page of the last failure: classification, diagnostics, message, bars.
     page.locator("#events tbody tr").first.get_by_role("link").click()
     page.wait_for_load_state()
-    assert (
-        "provider error · transient · simulated 529 overloaded_error"
-        in page.locator(".card--failure").inner_text()
-    )
+    failure = page.locator(".card--failure").inner_text()
+    assert "The AI provider was overloaded — usually temporary." in failure
+    assert "provider error · transient · HTTP 529 · overloaded_error · simulated" in failure
     assert page.locator(".bar").count() == 4
     assert serious_violations(page) == []
 

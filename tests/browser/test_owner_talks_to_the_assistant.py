@@ -78,7 +78,7 @@ def test_the_owner_creates_a_schedule_in_chat_and_is_refused_a_bigger_budget(bro
     card.get_by_role("link", name="AI news briefing").click()
     page.wait_for_load_state()
     history = page.locator("#revisions-heading ~ .timeline").inner_text()
-    assert "schedule.create via chat · revision 1" in history
+    assert "Revision 1 ·" in history and "schedule.create via chat" in history
     page.get_by_role("link", name="In the conversation where it was asked for").click()
     page.wait_for_load_state()
     assert page.url.startswith(conversation_url)

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from schedules import execution, notifications, services
 from schedules.models import Schedule
-from schedules.schemas import parse_create, parse_update
-from tests.factories import make_agent, make_schedule
+from schedules.schemas import DeclineBody, parse_create, parse_explicit, parse_revision_request, parse_update
+from tests.factories import limits, make_agent, make_schedule
 
 pytestmark = pytest.mark.django_db
 
@@ -36,9 +36,10 @@ def acting_as(kind: str) -> Iterator[None]:
             cursor.execute("RESET ROLE")
 
 
-def test_the_scheduler_role_can_tick_run_notify_and_use_the_schedule_tools(owner):
+def test_the_scheduler_role_can_tick_run_notify_and_use_the_schedule_tools(owner, admin_user):
     agent = make_agent("tool-user", model="sim-research", tools=["clock.now", "schedule.create"])
     schedule = make_schedule(owner, agent, run_at=timezone.now() + timedelta(minutes=1))
+    declined = decided_request(owner, agent, admin_user)
     with acting_as("scheduler"):
         enqueued: list[int] = []
         execution.materialize_due(enqueue=enqueued.extend, now=timezone.now() + timedelta(minutes=2))
@@ -63,6 +64,10 @@ def test_the_scheduler_role_can_tick_run_notify_and_use_the_schedule_tools(owner
         # The notice outbox: a self-pause claimed, sent and marked sent.
         services.pause_for_invalid_definition(created, detail="test")
         assert [a.channel for a in notifications.deliver_pending_notices()] == ["email"]
+        # The decision outbox: a decided revision request claimed, sent and marked sent.
+        assert [a.channel for a in notifications.deliver_pending_decision_notices()] == ["email"]
+    declined.refresh_from_db()
+    assert declined.notified_at is not None
     schedule.refresh_from_db()
     assert schedule.status == "completed"
     assert schedule.pause_events.filter(action="complete").exists()
@@ -70,13 +75,31 @@ def test_the_scheduler_role_can_tick_run_notify_and_use_the_schedule_tools(owner
     assert created.pause.notified_at is not None
 
 
-def test_the_web_role_can_act_for_owners_and_delete_a_schedule(owner, mailoutbox):
+def decided_request(owner, agent, admin_user):
+    """A revision request an admin declined (its notice not yet sent)."""
+    owner.email = "olga@example.com"
+    owner.save()
+    schedule = make_schedule(owner, agent, title="Asked")
+    body = {"limits": limits(max_cost="2.00").to_json(), "max_consecutive_failures": 2, "reason": "More."}
+    asked = services.request_revision(schedule, parse_revision_request(body), by=owner, via="test")
+    return services.decline_request(asked, DeclineBody(reason="No."), by=admin_user, via="test")
+
+
+def test_the_web_role_can_act_for_owners_and_delete_a_schedule(owner, admin_user, mailoutbox):
     owner.email = "olga@example.com"
     owner.save()
     schedule = make_schedule(owner, make_agent())
     with acting_as("web"):
         services.pause_schedule(schedule, by=owner)
         services.resume_schedule(schedule, by=owner)
+        # Owners ask for limits; admins pin one request and decline another.
+        body = {"limits": limits(max_cost="2.00").to_json(), "max_consecutive_failures": 2, "reason": "More."}
+        asked = services.request_revision(schedule, parse_revision_request(body), by=owner, via="dashboard")
+        services.pin_from_request(
+            asked, parse_explicit(body), by=admin_user, via="admin", expected_number=None
+        )
+        again = services.request_revision(schedule, parse_revision_request(body), by=owner, via="dashboard")
+        services.decline_request(again, DeclineBody(reason="Enough."), by=admin_user, via="admin")
         services.update_schedule(schedule, parse_update({"prompt": "Sharper."}), by=owner, via="dashboard")
         notifications.update_notification_settings(
             owner, email_enabled=True, webhook_enabled=False, webhook_url=""

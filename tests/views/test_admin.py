@@ -101,9 +101,9 @@ def test_a_valid_revision_is_reviewed_as_a_diff_before_anything_is_written(admin
     response = admin_client.post(f"/admin/schedules/schedule/{schedule.pk}/pin/", data)
     text = _text(response.text)
     assert "Review the change" in text
-    assert "max_cost USD 5.00 USD 8.00" in text
-    assert "max_consecutive_failures 2 3" in text
-    assert "synthesis_reserve_steps" not in text.split("Review the change", 1)[1].split("Reason:", 1)[0]
+    assert "Max cost (USD) USD 5.00 USD 8.00" in text
+    assert "Failure limit (failed runs in a row) 2 3" in text
+    assert "Synthesis reserve — steps" not in text.split("Review the change", 1)[1].split("Reason:", 1)[0]
     assert ScheduleRevision.objects.filter(schedule=schedule).count() == 1
 
 
@@ -151,8 +151,8 @@ def test_the_schedule_list_filters_on_the_last_classification(admin_client, owne
     by_provider = _text(admin_client.get(base + "?last_provider=anthropic").text)
     assert "Transient one" in by_provider and "Budget one" not in by_provider
     everything = _text(admin_client.get(base).text)
-    assert "provider error · transient · anthropic 529 overloaded_error" in everything
-    assert "1 of 2" in everything
+    assert "provider error transient · HTTP 529 · overloaded_error" in everything
+    assert "Active 1 of 2 failures" in everything
 
 
 def test_the_pause_reason_filter(admin_client, paused_after_two_failures, owner, agent):
@@ -183,15 +183,23 @@ def test_admin_actions_go_through_the_services_and_keep_the_count(admin_client, 
         "/admin/runs/conversation/",
         "/admin/schedules/schedulerevision/",
         "/admin/runs/run/?status=failed&error_class=ProviderTransientError&provider=anthropic",
+        "/admin/schedules/revisionrequest/",
+        "/admin/schedules/revisionrequest/?state=all",
     ],
 )
 def test_changelists_cost_a_fixed_number_of_queries_and_never_count_the_whole_table(
     admin_client, owner, agent, url, django_assert_max_num_queries
 ):
+    from schedules import services
+    from schedules.schemas import parse_revision_request
+    from tests.factories import limits
+
+    asked = {"limits": limits(max_cost="7.00").to_json(), "max_consecutive_failures": 2, "reason": "More."}
     for number in range(8):
         schedule = make_schedule(owner, agent, title=f"S{number}")
         for _ in range(3):
             fail(materialize(schedule), overloaded()) if number % 2 else finish(materialize(schedule))
+        services.request_revision(schedule, parse_revision_request(asked), by=owner, via="test")
     with CaptureQueriesContext(connection) as queries, django_assert_max_num_queries(8):
         response = admin_client.get(url)
     assert response.status_code == 200

@@ -45,11 +45,29 @@ def test_htmx_resume_swaps_the_status_panel_and_keeps_the_count(owner_client, pa
     assert (resume.action, resume.failures_at_event, resume.failure_limit) == ("resume", 2, 2)
 
 
-def test_plain_resume_redirects_with_the_sentence_as_a_message(owner_client, paused_after_two_failures):
+def test_without_javascript_resume_asks_the_same_question_as_a_step_of_its_own(
+    owner_client, paused_after_two_failures
+):
     schedule = paused_after_two_failures
     response = owner_client.post(f"/schedules/{schedule.pk}/resume/", follow=True)
-    assert response.redirect_chain == [(f"/schedules/{schedule.pk}/", 302)]
-    assert f"Resumed. {SENTENCE}" in response.text
+    assert response.redirect_chain == [(f"/schedules/{schedule.pk}/?confirm=resume#status", 302)]
+    schedule.refresh_from_db()
+    assert schedule.status == Schedule.Status.PAUSED  # nothing happened yet
+    panel = response.text.split('<section id="status"', 1)[1].split("</section>", 1)[0]
+    assert f"Resume “{schedule.title}”?" in panel and SENTENCE in panel
+    assert 'name="confirmed" value="yes"' in panel and "Yes, resume" in panel
+    assert PauseEvent.objects.filter(schedule=schedule, action="resume").count() == 0
+
+
+def test_plain_resume_confirmed_redirects_with_the_sentence_in_the_panel(
+    owner_client, paused_after_two_failures
+):
+    schedule = paused_after_two_failures
+    response = owner_client.post(f"/schedules/{schedule.pk}/resume/", {"confirmed": "yes"}, follow=True)
+    assert response.redirect_chain == [(f"/schedules/{schedule.pk}/#status", 302)]
+    panel = response.text.split('<section id="status"', 1)[1].split("</section>", 1)[0]
+    assert f"Resumed. {SENTENCE}" in panel  # next to the panel, as with HTMX, not at the page top
+    assert f"Resumed. {SENTENCE}" not in response.text.split('<main id="main"', 1)[0]
     schedule.refresh_from_db()
     assert schedule.status == Schedule.Status.ACTIVE and schedule.consecutive_failures == 2
 
@@ -81,7 +99,7 @@ def test_plain_pause_redirects_to_the_detail_page(owner, owner_client, agent):
     schedule = make_schedule(owner, agent)
     response = owner_client.post(f"/schedules/{schedule.pk}/pause/")
     assert response.status_code == 302
-    assert response["Location"] == f"/schedules/{schedule.pk}/"
+    assert response["Location"] == f"/schedules/{schedule.pk}/#status"
 
 
 @pytest.mark.parametrize("action", ["pause", "resume"])

@@ -41,7 +41,8 @@ def test_a_failed_run_shows_its_classification_diagnostics_and_message(owner, ow
     schedule = make_schedule(owner, agent)
     run = fail(materialize(schedule), overloaded())
     text = _text(owner_client.get(f"/runs/{run.pk}/").text)
-    assert "provider error · transient · anthropic 529 overloaded_error" in text
+    assert "The AI provider was overloaded — usually temporary." in text  # words first, codes after
+    assert "provider error · transient · HTTP 529 · overloaded_error · anthropic" in text
     assert "ProviderTransientError" in text
     assert "Transient: retried within the run, then given up" in text
     assert "HTTP status 529" in text and "Provider code overloaded_error" in text

@@ -27,7 +27,10 @@ def test_a_row_says_cadence_status_streak_classification_and_cost(owner_client, 
     assert "Morning briefing Every day at 09:00, Europe/Riga" in text
     assert "Paused · failure limit" in text
     assert "2 of 2 failures" in text
-    assert "Failed provider error · transient · anthropic 529 overloaded_error" in text
+    assert (
+        "Failed The AI provider was overloaded — usually temporary. provider error 529 overloaded_error"
+        in text
+    )
     assert "USD 0.60" in text
     assert "Not until resumed" in text
 

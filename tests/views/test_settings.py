@@ -98,5 +98,6 @@ def test_the_schedule_page_lists_the_notifications_sent_for_it(
     event = paused_after_two_failures.pause
     notifications.deliver_pause_notice(event.pk)
     response = owner_client.get(f"/schedules/{paused_after_two_failures.pk}/")
-    assert "Pause notifications" in response.text
+    assert '<h2 id="notifications-heading">Notifications</h2>' in response.text
+    assert "Email, the pause" in response.text
     assert "sent to olga@example.com" in response.text
