@@ -7,8 +7,11 @@ context window, fail every later run. Each agent bounds it twice (Agent.history_
 Agent.history_tokens estimated as 4 characters a token): the newest exchanges are kept while
 both bounds hold, older ones are dropped whole, never cut mid-message, and never summarized.
 
-Reading it costs one indexed query of at most `history_turns + 1` rows (the extra row says
-whether older ones exist), however long the conversation is.
+The window is chosen when the message is queued (one conversation has one run in flight at a
+time, so nothing earlier can change after that) and recorded on the run (`history_sent`,
+`history_omitted`), which the page shows. The run reads back exactly those exchanges when it
+starts: one indexed query of `history_sent` rows, none for a first message, however long the
+conversation is.
 """
 
 from __future__ import annotations
@@ -36,22 +39,16 @@ class Window:
     tokens: int = 0
 
 
-def earlier_exchanges(run: Run, agent: Agent) -> Window:
-    """The newest completed interactive runs of `run`'s conversation before it, within the
-    agent's bounds (turns and estimated tokens). A scheduled occurrence's run has a
-    conversation of its own, so nothing came before it."""
-    if run.kind != Run.Kind.INTERACTIVE or run.conversation.is_scheduled:
-        return Window()
-    newest_first = list(
-        Run.objects.filter(
-            conversation_id=run.conversation_id,
-            kind=Run.Kind.INTERACTIVE,
-            status=Run.Status.COMPLETED,
-            pk__lt=run.pk,
-        )
-        .order_by("-pk")
-        .only("pk", "prompt", "answer")[: agent.history_turns + 1]
+def earlier_exchanges(conversation_id: int, agent: Agent, *, before: int | None = None) -> Window:
+    """The newest completed interactive runs of the conversation (before run `before`, if given),
+    within the agent's bounds (turns and estimated tokens): one query of at most
+    `history_turns + 1` rows (the extra row says whether older ones exist)."""
+    earlier = Run.objects.filter(
+        conversation_id=conversation_id, kind=Run.Kind.INTERACTIVE, status=Run.Status.COMPLETED
     )
+    if before is not None:
+        earlier = earlier.filter(pk__lt=before)
+    newest_first = list(earlier.order_by("-pk").only("pk", "prompt", "answer")[: agent.history_turns + 1])
     kept: list[Run] = []
     tokens = 0
     for previous in newest_first[: agent.history_turns]:
@@ -61,3 +58,20 @@ def earlier_exchanges(run: Run, agent: Agent) -> Window:
         kept.append(previous)
         tokens += size
     return Window(runs=kept[::-1], omitted=len(newest_first) > len(kept), tokens=tokens)
+
+
+def sent_exchanges(run: Run) -> list[tuple[str, str]]:
+    """(prompt, answer) of the exchanges chosen for `run` when it was queued, oldest first."""
+    if not run.history_sent:
+        return []
+    rows = (
+        Run.objects.filter(
+            conversation_id=run.conversation_id,
+            kind=Run.Kind.INTERACTIVE,
+            status=Run.Status.COMPLETED,
+            pk__lt=run.pk,
+        )
+        .order_by("-pk")
+        .values_list("prompt", "answer")[: run.history_sent]
+    )
+    return list(rows)[::-1]

@@ -274,8 +274,8 @@ class Run(models.Model):
     # late finisher of an older attempt cannot overwrite what replaced it.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempt = models.UUIDField(null=True, blank=True, db_index=True)
-    # What its requests carried of the conversation's earlier exchanges (runs.history), set when
-    # it starts: how many, and whether older ones were left out by the agent's bound.
+    # What its requests carry of the conversation's earlier exchanges (runs.history), chosen when
+    # it is queued: how many, and whether older ones were left out by the agent's bound.
     history_sent = models.PositiveIntegerField(null=True, blank=True)
     history_omitted = models.BooleanField(default=False)
 

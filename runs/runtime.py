@@ -38,7 +38,7 @@ from runs.failures import (
     RunTimeout,
     SynthesisReserveViolation,
 )
-from runs.history import earlier_exchanges
+from runs.history import sent_exchanges
 from runs.limits import RunLimits, budget_state, tool_calls_that_fit, with_reserves
 from runs.models import Agent, Run, TranscriptEntry
 from runs.providers import adapter_for, call_with_retries, client_for
@@ -58,6 +58,8 @@ from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
 logger = logging.getLogger(__name__)
 
 RUN_STATE = ["status", "attempt", "steps", "model_calls", "tool_calls", "cost", "synthesis_dimension"]
+# What the loop reads before each request, on PostgreSQL without building a queryset each time.
+_STATE_SQL = f"SELECT {', '.join(RUN_STATE)} FROM {Run._meta.db_table} WHERE id = %s"  # noqa: S608 - constants
 TOOL_CALL_ID_CHARS = 128  # TranscriptEntry.tool_call_id
 TOOL_NAME_CHARS = 64  # TranscriptEntry.tool_name
 TOOL_BUDGET_EXHAUSTED = (
@@ -142,7 +144,8 @@ class _Loop:
         """Before every request: stop if the run was cancelled or reaped meanwhile (by anyone,
         a tool of the run included), and read the counters a delegated child may have moved."""
         attempt = self.run.attempt
-        self.run.refresh_from_db(fields=RUN_STATE)
+        if not _read_state(self.run):
+            raise _Stopped  # deleted
         if self.run.status != Run.Status.RUNNING or self.run.attempt != attempt:
             raise _Stopped
         self.check_time()
@@ -213,11 +216,7 @@ class _Loop:
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        write = (
-            _write_step_sql
-            if connection.vendor == "postgresql" and settings.RUN_STEP_ONE_STATEMENT
-            else _write_step_orm
-        )
+        write = _write_step_sql if _one_statement() else _write_step_orm
         on_time = write(self, usage, tool_calls, rows)
         self.unwritten = []
         if not on_time:
@@ -492,27 +491,19 @@ def execute_run(
 
 
 def _history(run: Run) -> tuple[list[Message], int]:
-    """Earlier exchanges of the conversation (prompt and answer of each completed interactive
-    run), bounded by the agent's turns and token budget, newest kept (runs.history), then this
-    run's own transcript, with the number of its transcript entries. The synthesis instruction
-    is never among them. When the run starts, what was sent is recorded on it, so the owner is
-    shown when older exchanges are no longer sent."""
+    """The earlier exchanges of the conversation chosen for this run when it was queued (prompt
+    and answer of each, runs.history), then this run's own transcript, with the number of its
+    transcript entries. The synthesis instruction is never among them."""
     messages: list[Message] = []
     entries = 0
-    window = earlier_exchanges(run, run.agent)
-    for previous in window.runs:
-        messages += [
-            Message(role="user", content=previous.prompt),
-            Message(role="assistant", content=previous.answer),
-        ]
-    if run.history_sent is None and run.kind == Run.Kind.INTERACTIVE and not run.conversation.is_scheduled:
-        Run.objects.filter(pk=run.pk, history_sent__isnull=True).update(
-            history_sent=len(window.runs), history_omitted=window.omitted
-        )
-        run.history_sent, run.history_omitted = len(window.runs), window.omitted
+    for prompt, answer in sent_exchanges(run):
+        messages += [Message(role="user", content=prompt), Message(role="assistant", content=answer)]
     if run.steps == 0:  # a new run's transcript is its prompt alone: no need to read it back
         return [*messages, Message(role="user", content=run.prompt)], 1
-    for entry in run.transcript.order_by("seq"):
+    rows = run.transcript.order_by("seq").values_list(
+        "role", "content", "tool_calls", "tool_call_id", "tool_name", "is_error"
+    )  # plain tuples: a long transcript is read without a model instance per entry
+    for role, content, tool_calls, tool_call_id, tool_name, is_error in rows:
         entries += 1
         calls = tuple(
             ToolCall(
@@ -521,19 +512,44 @@ def _history(run: Run) -> tuple[list[Message], int]:
                 arguments=c["arguments"] if isinstance(c["arguments"], dict) else None,
                 raw_arguments=c["arguments"] if isinstance(c["arguments"], str) else "",
             )
-            for c in entry.tool_calls
+            for c in tool_calls
         )
         messages.append(
             Message(
-                role=entry.role,
-                content=entry.content,
+                role=role,
+                content=content,
                 tool_calls=calls,
-                tool_call_id=entry.tool_call_id,
-                tool_name=entry.tool_name,
-                is_error=entry.is_error,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                is_error=is_error,
             )
         )
     return messages, entries
+
+
+def _one_statement() -> bool:
+    """Whether steps are written (and read) with PostgreSQL statements of their own."""
+    return connection.vendor == "postgresql" and bool(settings.RUN_STEP_ONE_STATEMENT)
+
+
+def _read_state(run: Run) -> bool:
+    """Refresh the run's status, attempt and counters (RUN_STATE); False if it is gone. On
+    PostgreSQL a fixed statement whose values psycopg already types (UUID, Decimal); elsewhere
+    the ORM's refresh (the same switch as the step's write, so the same tests run both)."""
+    if not _one_statement():
+        try:
+            run.refresh_from_db(fields=RUN_STATE)
+        except Run.DoesNotExist:
+            return False
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(_STATE_SQL, [run.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    for name, value in zip(RUN_STATE, row, strict=True):
+        setattr(run, name, value)
+    return True
 
 
 def _ancestor_ids(run: Run) -> list[int]:

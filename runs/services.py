@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import uuid
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from accounting import ledger
 from runs.failures import AdmissionDenied, Outcome, WorkerLost
+from runs.history import earlier_exchanges
 from runs.limits import RunLimits, with_reserves
 from runs.models import (
     CREDENTIAL_PERMISSION,
@@ -97,6 +99,10 @@ class RunSpec:
     limits: dict[str, Any]  # a complete RunLimits JSON value, copied as it is
     kind: str = Run.Kind.INTERACTIVE
     parent: Run | None = None
+    # The conversation's earlier exchanges its requests carry (runs.history): how many, and
+    # whether older ones were left out. None: it carries none (a schedule's or a child's run).
+    history_sent: int | None = None
+    history_omitted: bool = False
 
 
 def create_runs(specs: list[RunSpec], *, attempt: uuid.UUID | None = None) -> list[Run]:
@@ -118,6 +124,8 @@ def create_runs(specs: list[RunSpec], *, attempt: uuid.UUID | None = None) -> li
                     attempt=attempt,
                     started_at=now if attempt else None,
                     heartbeat_at=now if attempt else None,
+                    history_sent=spec.history_sent,
+                    history_omitted=spec.history_omitted,
                 )
                 for spec in specs
             ]
@@ -142,8 +150,12 @@ def create_run(
     parent: Run | None = None,
     attempt: uuid.UUID | None = None,
 ) -> Run:
-    """One new run (see create_runs)."""
+    """One new run (see create_runs). A message in a conversation the owner started gets its
+    window of earlier exchanges now (runs.history): nothing before it can change any more."""
     spec = RunSpec(owner_id, agent, prompt, conversation, limits.to_json(), kind, parent)
+    if kind == Run.Kind.INTERACTIVE and not conversation.is_scheduled and conversation.pk is not None:
+        window = earlier_exchanges(conversation.pk, agent)
+        spec = dataclasses.replace(spec, history_sent=len(window.runs), history_omitted=window.omitted)
     return create_runs([spec], attempt=attempt)[0]
 
 

@@ -95,7 +95,9 @@ class HistorySent(out.Out):
 class ConversationRun(out.Run):
     prompt: str = Field(description="the owner's message")
     answer: str = Field(description="the final answer; empty until it completed")
-    history: HistorySent | None = Field(description="null until the run started")
+    history: HistorySent | None = Field(
+        description="what its requests carry of the conversation, chosen when queued; null if scheduled"
+    )
 
 
 class ToolCall(out.Out):

@@ -51,7 +51,8 @@ def test_starting_a_conversation_answers_201_with_it_and_its_queued_run(owner, o
         "hello there",
         conversation.pk,
     )
-    assert run["limits"]["synthesis_reserve_steps"] == 1 and run["history"] is None
+    assert run["limits"]["synthesis_reserve_steps"] == 1
+    assert run["history"] == {"exchanges": 0, "older_omitted": False}  # chosen when it was queued
     assert OrmQ.objects.get().task["args"] == (run["id"],)
     assert Reservation.objects.filter(run_id=run["id"], released_at__isnull=True).exists()
 

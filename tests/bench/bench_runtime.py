@@ -240,14 +240,14 @@ def bench(args: argparse.Namespace, pgbench_ms: float) -> int:
         print(out.getvalue())
     print("\nruns resumed with a long transcript (start, and overhead of their one step)")
     for entries in RESUMED:
-        start_ms, step_ms = resumed_run(owner, agent, client_for(agent), entries, bare_conversation)
+        start_ms, step_ms = resumed_run(owner, agent, client_for(agent), entries, specs)
         print(f"  {entries:>5} entries: start {start_ms:7.3f} ms   overhead per step {step_ms:7.3f} ms")
     within = overhead_ms <= GOAL_RATIO * pgbench_ms
     print("\nwithin the goal" if within else "\nabove the goal")
     return 0 if within else 1
 
 
-def resumed_run(owner: Any, agent: Any, client: Any, entries: int, bare: Any) -> tuple[float, float]:
+def resumed_run(owner: Any, agent: Any, client: Any, entries: int, specs: Any) -> tuple[float, float]:
     """A run whose context already holds `entries` transcript entries (earlier tool turns); its
     start (reading them back) and the overhead of its next step, over the bare round trip of a
     request of the same size."""
@@ -312,7 +312,7 @@ def resumed_run(owner: Any, agent: Any, client: Any, entries: int, bare: Any) ->
     total_ms = 1000 * (time.perf_counter() - begin)
     assert finished.status == Run.Status.COMPLETED, finished.failure_message
     adapter = adapter_for(agent, client)
-    request = ModelRequest(model=agent.model, system="", messages=tuple(history))
+    request = ModelRequest(model=agent.model, system="", messages=tuple(history), tools=specs)
     bare_ms = 1000 * min(_timed_call(adapter.complete, request) for _ in range(3))
     # execute_run starts its own loop (reading the transcript back) and makes one step.
     return start_ms, total_ms - start_ms - bare_ms

@@ -58,17 +58,30 @@ def test_at_1000_earlier_exchanges_only_the_newest_within_the_bound_are_sent_and
     agent = make_assistant(history_turns=20)
     conversation = _earlier(owner, agent, 1000)
     run = _next(owner, agent, conversation)
+    # Chosen when the message was queued, and recorded on the run for the page to say so.
+    assert (run.history_sent, run.history_omitted) == (20, True)
 
     with CaptureQueriesContext(connection) as queries:
         messages, entries = _history(run)
 
-    assert len(queries) == 2  # the bounded read, and recording what was sent on the run
-    assert "LIMIT 21" in queries[0]["sql"]
+    assert len(queries) == 1  # the bounded read of what was chosen, and nothing written
+    assert "LIMIT 20" in queries[0]["sql"]
     assert len(messages) == 2 * 20 + 1 and entries == 1
     assert [m.content for m in messages[:2]] == ["Question 0980", "An answer of a few words."]
     assert messages[-2].content == "An answer of a few words." and messages[-1].content == "And now?"
-    run.refresh_from_db()
-    assert (run.history_sent, run.history_omitted) == (20, True)
+
+
+def test_a_first_message_reads_no_history_at_all(owner):
+    agent = make_assistant()
+    run = conversations.start_conversation(owner.pk, agent, "Hello", enqueue=lambda ids: None)
+    claim_run(run)
+    run = Run.objects.select_related("agent", "conversation").get(pk=run.pk)
+    assert (run.history_sent, run.history_omitted) == (0, False)
+
+    with CaptureQueriesContext(connection) as queries:
+        messages, _ = _history(run)
+
+    assert len(queries) == 0 and [m.content for m in messages] == ["Hello"]
 
 
 def test_the_bounded_read_uses_its_index_not_the_conversations_history(owner):
@@ -97,7 +110,7 @@ def test_the_token_budget_drops_whole_exchanges_oldest_first(owner):
     conversation = _earlier(owner, agent, 10, answer="x" * 1200)  # about 300 tokens each
     run = _next(owner, agent, conversation)
 
-    window = earlier_exchanges(run, agent)
+    window = earlier_exchanges(conversation.pk, agent, before=run.pk)
 
     assert [r.prompt for r in window.runs] == ["Question 0007", "Question 0008", "Question 0009"]
     assert window.omitted and window.tokens <= 1000
@@ -107,7 +120,7 @@ def test_the_token_budget_drops_whole_exchanges_oldest_first(owner):
 def test_a_conversation_within_the_bound_is_sent_whole(owner):
     agent = make_assistant()
     conversation = _earlier(owner, agent, 3)
-    window = earlier_exchanges(_next(owner, agent, conversation), agent)
+    window = earlier_exchanges(conversation.pk, agent, before=_next(owner, agent, conversation).pk)
 
     assert [r.prompt for r in window.runs] == ["Question 0000", "Question 0001", "Question 0002"]
     assert window.omitted is False
@@ -117,7 +130,7 @@ def test_failed_and_cancelled_exchanges_are_not_sent(owner):
     agent = make_assistant()
     conversation = _earlier(owner, agent, 2, status="failed")
     Run.objects.filter(conversation=conversation).update(status="cancelled", failure_reason="")
-    window = earlier_exchanges(_next(owner, agent, conversation), agent)
+    window = earlier_exchanges(conversation.pk, agent, before=_next(owner, agent, conversation).pk)
 
     assert window.runs == [] and window.omitted is False
 
