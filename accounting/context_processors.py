@@ -5,7 +5,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from accounting import ledger
+from accounting.selectors import request_summary
 
 
 def budget_headroom(request: HttpRequest) -> dict[str, Any]:
@@ -18,5 +18,4 @@ def budget_headroom(request: HttpRequest) -> dict[str, Any]:
         return {}
     if getattr(request, "htmx", False):
         return {}
-    owner_id = int(user.pk)
-    return {"budget": SimpleLazyObject(lambda: ledger.summarize(owner_id))}
+    return {"budget": SimpleLazyObject(lambda: request_summary(request))}

@@ -95,19 +95,30 @@ class BudgetSummary:
         return replace(self, open_count=self.open_count + 1, open_total=self.open_total + amount)
 
 
-def summarize(owner_id: int, *, now: datetime | None = None) -> BudgetSummary:
-    """Ceilings, spend today and this month (owner's time zone), and open reservations (two
-    queries: the budget row with its open reservations, then spend)."""
+def budget_row(owner_id: int) -> OwnerBudget:
+    """The owner's budget row with its open reservations annotated (`open_count`, `open_total`),
+    in one query; created on the owner's first visit, when nothing is reserved yet."""
     open_rows = Reservation.objects.filter(owner_id=OuterRef("owner_id"), released_at__isnull=True).order_by()
     rows = OwnerBudget.objects.filter(owner_id=owner_id).annotate(
         open_count=Subquery(open_rows.values("owner_id").annotate(n=Count("id")).values("n")),
         open_total=Subquery(open_rows.values("owner_id").annotate(t=Sum("amount")).values("t")),
     )
     budget = rows.first()
-    if budget is None:  # the owner's first visit: nothing is reserved yet
+    if budget is None:
         budget_for(owner_id)
         budget = rows.get()
-    reserved = {owner_id: {"count": budget.open_count, "total": budget.open_total}}
+    return budget
+
+
+def summarize(
+    owner_id: int, *, now: datetime | None = None, budget: OwnerBudget | None = None
+) -> BudgetSummary:
+    """Ceilings, spend today and this month (owner's time zone), and open reservations (two
+    queries: the budget row with its open reservations, unless given by `budget_row`, then spend)."""
+    budget = budget or budget_row(owner_id)
+    # Annotated by budget_row.
+    open_count, open_total = budget.open_count, budget.open_total  # type: ignore[attr-defined]
+    reserved = {owner_id: {"count": open_count, "total": open_total}}
     return _combine([budget], _spend([budget], now or timezone.now()), reserved)[owner_id]
 
 

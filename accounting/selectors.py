@@ -14,11 +14,43 @@ from decimal import ROUND_CEILING, Decimal
 from django.conf import settings
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
+from django.http import HttpRequest
 from django.utils import timezone
 
-from accounting import rollups
+from accounting import ledger, rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
 from accounting.models import OwnerBudget, Reservation, SpendRollup, owner_zone
+
+
+def request_budget(request: HttpRequest) -> OwnerBudget:
+    """The signed-in owner's budget row (ledger.budget_row), read once per request: a page's
+    time zone and its top bar's figures come from the same query."""
+    cached: OwnerBudget | None = getattr(request, "_owner_budget", None)
+    if cached is None:
+        cached = ledger.budget_row(_signed_in(request))
+        request._owner_budget = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def request_summary(request: HttpRequest) -> ledger.BudgetSummary:
+    """The signed-in owner's ceilings, spend and reservations, computed once per request (the top
+    bar and the budget page show the same figures)."""
+    cached: ledger.BudgetSummary | None = getattr(request, "_budget_summary", None)
+    if cached is None:
+        cached = ledger.summarize(_signed_in(request), budget=request_budget(request))
+        request._budget_summary = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _signed_in(request: HttpRequest) -> int:
+    owner_id = request.user.pk
+    assert owner_id is not None, "owner pages are login_required"
+    return int(owner_id)
+
+
+def request_timezone(request: HttpRequest) -> str:
+    """The signed-in owner's time zone (see owner_timezone), from the request's budget row."""
+    return request_budget(request).timezone
 
 
 def owner_timezone(owner_id: int) -> str:

@@ -8,9 +8,9 @@ from django.shortcuts import render
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET
 
-from accounting import ledger, selectors
+from accounting import selectors
 from accounting.models import Reservation
-from accounting.selectors import owner_timezone
+from accounting.selectors import request_summary, request_timezone
 from config.http import HtmxRequest
 from schedules.models import Schedule
 
@@ -19,10 +19,9 @@ from schedules.models import Schedule
 @login_required
 def budget(request: HtmxRequest) -> HttpResponse:
     """Spend against the ceilings, open reservations, and 30 days of daily spend by schedule as a
-    server-rendered SVG chart. The summary is the page's own, not the top bar's (which an HTMX
-    request does not get)."""
-    tz = owner_timezone(request.user.pk)
-    summary = SimpleLazyObject(lambda: ledger.summarize(request.user.pk))
+    server-rendered SVG chart. The summary is the top bar's, computed once for the request."""
+    tz = request_timezone(request)
+    summary = SimpleLazyObject(lambda: request_summary(request))
     chart = selectors.daily_spend(request.user.pk, tz)
     keys = [s.key for s in chart.series if s.key > 0]
     titles = dict(Schedule.objects.owned_by(request.user).filter(pk__in=keys).values_list("pk", "title"))

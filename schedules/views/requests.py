@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
-from accounting.selectors import owner_timezone
+from accounting.selectors import request_timezone
 from config.http import HtmxRequest
 from schedules import selectors, services
 from schedules.forms import RevisionRequestForm
@@ -51,7 +51,7 @@ def request_limits(request: HtmxRequest, pk: int) -> HttpResponse:
         "form": form,
         "limits_invalid": form.is_bound and typed is None,
         "report": selectors.replay_report(page.runs, typed or page.suggestion.limits),
-        "owner_tz": owner_timezone(schedule.owner_id),
+        "owner_tz": request_timezone(request),
     }
     partial = request.htmx and checking
     return render(request, "schedules/request.html#replay" if partial else "schedules/request.html", context)

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from accounting.selectors import owner_timezone
+from accounting.selectors import request_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
 from schedules import completions, selectors, services
@@ -35,7 +35,7 @@ def _mine(request: HtmxRequest, pk: int) -> Schedule:
 @login_required
 @vary_on_headers("HX-Request")
 def schedule_list(request: HtmxRequest) -> HttpResponse:
-    tz = owner_timezone(request.user.pk)
+    tz = request_timezone(request)
     page = selectors.schedule_list(
         request.user.pk,
         tab=request.GET.get("status", "all"),
@@ -64,7 +64,7 @@ def _fragment(request: HtmxRequest) -> bool:
 @login_required
 def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = _mine(request, pk)
-    tz = owner_timezone(schedule.owner_id)
+    tz = request_timezone(request)
     detail = selectors.schedule_detail(schedule, tz)
     context = {
         "detail": detail,
@@ -111,7 +111,7 @@ def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, c
     """HTMX: the swapped status panel with the notice in it. Plain POST: redirect with a message."""
     if request.htmx:
         schedule = _mine(request, schedule.pk)
-        tz = owner_timezone(schedule.owner_id)
+        tz = request_timezone(request)
         context = {
             "panel": selectors.status_panel(schedule, tz),
             "pause_events": selectors.pause_history(schedule),
@@ -175,7 +175,7 @@ def _preview(request: HtmxRequest, agent_name: str | None) -> dict[str, object]:
 def schedule_create(request: HtmxRequest) -> HttpResponse:
     agents = _agents()
     # A GET carrying fields is the no-JavaScript "show limits" round trip: keep what was typed.
-    initial = {"timezone": owner_timezone(request.user.pk), **request.GET.dict()}
+    initial = {"timezone": request_timezone(request), **request.GET.dict()}
     form = ScheduleCreateForm(request.POST or None, agents=agents, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:

@@ -29,7 +29,7 @@ from string import Template
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.bench._setup import bench_database, seed_rollups
+from tests.bench._setup import bench_database, progress, seed_rollups
 
 LIGHT_SCHEDULES = 30  # enough to fill a page of the list, as the heavy owner's does
 LIGHT_RUNS = 1_000
@@ -400,21 +400,25 @@ def run(requests: int, ids: dict[str, Any]) -> list[dict[str, Any]]:
     from django.test import Client, override_settings
 
     results = []
+    total = len(ids) * len(OWNER_PAGES) + len(ADMIN_PAGES) + 1
     for label, owner_ids in ids.items():
         owner = Client(HTTP_HOST="localhost")
         owner.force_login(User.objects.get(pk=owner_ids["owner"]))
         for page, url in OWNER_PAGES:
             target = url.format(**owner_ids)
             results.append({**measure(page, lambda t=target, c=owner: c.get(t), requests), "owner": label})
+            progress("pages measured", len(results), total)
     staff = Client(HTTP_HOST="localhost")
     staff.force_login(User.objects.get(username="bench-admin"))
     for page, url in ADMIN_PAGES:
         results.append({**measure(page, lambda u=url: staff.get(u), requests), "owner": "admin"})
+        progress("pages measured", len(results), total)
     with override_settings(ROOT_URLCONF=stock_runs_admin()):
         stock = measure(
             "admin: runs changelist, Django's defaults", lambda: staff.get("/stock-admin/runs/run/"), requests
         )
         results.append({**stock, "owner": "admin"})
+        progress("pages measured", len(results), total)
     return results
 
 
