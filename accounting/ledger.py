@@ -217,8 +217,27 @@ def reserve_many(
                 owner_id=request.owner_id, run_id=request.run_id, amount=request.amount, created_at=now
             )
         )
-    Reservation.objects.bulk_create(rows)
+    _insert_reservations(rows)
     return refusals
+
+
+def _insert_reservations(rows: list[Reservation]) -> None:
+    """A batch of reservations in one statement: on PostgreSQL from arrays (a tick admits
+    hundreds at once, and a model instance per row costs more than the insert)."""
+    if connection.vendor != "postgresql" or len(rows) < 2:
+        Reservation.objects.bulk_create(rows)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'INSERT INTO "{Reservation._meta.db_table}" (owner_id, run_id, amount, created_at) '  # noqa: S608
+            "SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::numeric[], %s::timestamptz[])",
+            [
+                [row.owner_id for row in rows],
+                [row.run_id for row in rows],
+                [row.amount for row in rows],
+                [row.created_at for row in rows],
+            ],
+        )
 
 
 def reserve(owner_id: int, *, run_id: int, amount: Decimal, now: datetime | None = None) -> None:

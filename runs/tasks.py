@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.models import OrmQ
@@ -34,9 +34,17 @@ class BufferedOrmBroker(ORM):  # type: ignore[misc]
 
     def flush(self) -> None:
         now = timezone.now()
-        OrmQ.objects.bulk_create(
-            [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
-        )
+        if connection.vendor == "postgresql":  # one array parameter, not a model instance per task
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f'INSERT INTO "{OrmQ._meta.db_table}" (key, payload, lock) '  # noqa: S608 - model metadata
+                    "SELECT %s, package, %s FROM unnest(%s::text[]) AS package",
+                    [self.list_key, now, self.packages],
+                )
+        else:
+            OrmQ.objects.bulk_create(
+                [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
+            )
         self.packages = []
 
 
