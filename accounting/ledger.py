@@ -13,13 +13,13 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from accounting import rollups
 from accounting.models import AccountingEvent, LedgerEntry, OwnerBudget, Reservation, SpendRollup, owner_zone
+from accounting.timezones import default_time_zone
 
 ZERO = Decimal("0")
 
@@ -36,13 +36,9 @@ class AdmissionRefused(Exception):
 def budget_for(owner_id: int) -> OwnerBudget:
     """The owner's budget row, created on first use (get_or_create absorbs a concurrent first use)."""
     budget, _ = OwnerBudget.objects.get_or_create(
-        owner_id=owner_id, defaults={"timezone": _default_timezone()}
+        owner_id=owner_id, defaults={"timezone": default_time_zone()}
     )
     return budget
-
-
-def _default_timezone() -> str:
-    return str(settings.DEFAULT_OWNER_TIME_ZONE)
 
 
 # -- periods in the owner's time zone ------------------------------------------------------------
@@ -250,7 +246,7 @@ def reserve(owner_id: int, *, run_id: int, amount: Decimal, now: datetime | None
 def _ensure_budgets(owner_ids: list[int]) -> None:
     existing = set(OwnerBudget.objects.filter(owner_id__in=owner_ids).values_list("owner_id", flat=True))
     missing = [
-        OwnerBudget(owner_id=owner_id, timezone=_default_timezone())
+        OwnerBudget(owner_id=owner_id, timezone=default_time_zone())
         for owner_id in owner_ids
         if owner_id not in existing
     ]

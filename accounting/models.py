@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from accounting.money import USD_PLACES, format_money, parse_money
-from accounting.timezones import is_time_zone, parse_time_zone
+from accounting.timezones import default_time_zone, is_time_zone, parse_time_zone
 
 
 class MoneyFormField(forms.CharField):
@@ -95,12 +95,13 @@ class AppendOnlyModel(models.Model):
 
 
 def owner_zone(name: str) -> zoneinfo.ZoneInfo:
-    """A stored time zone name as a zone; UTC when it is not one (old data) instead of failing
-    every page and admission for that owner. Which zone an owner has: accounting.selectors."""
+    """A stored time zone name as a zone; the default zone when it is not one (old data) instead
+    of failing every page and admission for that owner. Which zone an owner has:
+    accounting.selectors.owner_timezone."""
     try:
         return parse_time_zone(name)
     except ValueError:
-        return zoneinfo.ZoneInfo("UTC")
+        return zoneinfo.ZoneInfo(default_time_zone())
 
 
 def validate_timezone(value: str) -> None:

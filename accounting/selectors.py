@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
 
-from django.conf import settings
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest
@@ -20,6 +19,7 @@ from django.utils import timezone
 from accounting import ledger, rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
 from accounting.models import OwnerBudget, Reservation, SpendRollup, owner_zone
+from accounting.timezones import default_time_zone, is_time_zone
 
 
 def request_budget(request: HttpRequest) -> OwnerBudget:
@@ -48,16 +48,18 @@ def _signed_in(request: HttpRequest) -> int:
     return int(owner_id)
 
 
-def request_timezone(request: HttpRequest) -> str:
-    """The signed-in owner's time zone (see owner_timezone), from the request's budget row."""
-    return request_budget(request).timezone
-
-
-def owner_timezone(owner_id: int) -> str:
-    """The one answer to "which time zone are this owner's days and times in" (one query): the
-    zone on their budget row, or DEFAULT_OWNER_TIME_ZONE before they have one."""
-    zone = OwnerBudget.objects.filter(owner_id=owner_id).values_list("timezone", flat=True).first()
-    return zone or str(settings.DEFAULT_OWNER_TIME_ZONE)
+def owner_timezone(owner: int | OwnerBudget | HttpRequest) -> str:
+    """The one answer to "which time zone are this owner's days and times in": the IANA name on
+    their budget row (given, read once per request for the signed-in owner, or one query by owner
+    id), or DEFAULT_OWNER_TIME_ZONE before they have one or when the stored name is no longer a
+    zone (old data): always a name that ZoneInfo opens."""
+    if isinstance(owner, HttpRequest):
+        owner = request_budget(owner)
+    if isinstance(owner, OwnerBudget):
+        zone: str | None = owner.timezone
+    else:
+        zone = OwnerBudget.objects.filter(owner_id=owner).values_list("timezone", flat=True).first()
+    return zone if is_time_zone(zone) else default_time_zone()
 
 
 INTERACTIVE = rollups.INTERACTIVE  # chart bucket of spend outside any schedule

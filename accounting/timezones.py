@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import zoneinfo
 from functools import cache
+from typing import TypeGuard
+
+from django.conf import settings
 
 # In the tz database's files but not places: a machine-local link, a rules template, a placeholder.
 NOT_PLACES = frozenset({"localtime", "posixrules", "Factory"})
@@ -20,7 +23,7 @@ def time_zone_names() -> frozenset[str]:
     return frozenset(n for n in zoneinfo.available_timezones() if n not in NOT_PLACES)
 
 
-def is_time_zone(name: object) -> bool:
+def is_time_zone(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and name in time_zone_names()
 
 
@@ -29,3 +32,8 @@ def parse_time_zone(name: str, field: str = "timezone") -> zoneinfo.ZoneInfo:
     if not is_time_zone(name):
         raise ValueError(f"{field} must be an IANA time zone such as Europe/Riga, not {str(name)[:64]!r}")
     return zoneinfo.ZoneInfo(name)
+
+
+def default_time_zone() -> str:
+    """DEFAULT_OWNER_TIME_ZONE: an owner's zone before they choose one (checked at start-up)."""
+    return str(settings.DEFAULT_OWNER_TIME_ZONE)

@@ -96,6 +96,17 @@ QUOTA = Situation(
     passes=False,
     change="the provider account is topped up or its spend limit raised",
 )
+# A permanent 429 whose recorded code names no quota: Anthropic's tier spend cap (named only in
+# error.details, which is not a diagnostic), or a Retry-After longer than a run may wait (a daily
+# token limit). Both lift only when the provider's limit resets or is raised.
+LIMIT_REACHED = Situation(
+    "limit_reached",
+    "The AI provider's account hit a limit that will not lift within a run (a spend cap, or a rate "
+    "limit that asked for a longer wait than a run can make)",
+    "it will fail again until that limit resets or is raised",
+    passes=False,
+    change="the provider's limit resets or is raised",
+)
 AUTHENTICATION = Situation(
     "authentication",
     "The provider refused the agent's API key or what it may do",
@@ -140,6 +151,7 @@ SITUATIONS: tuple[Situation, ...] = (
     NO_RESPONSE,
     UNAVAILABLE,
     QUOTA,
+    LIMIT_REACHED,
     AUTHENTICATION,
     NOT_FOUND,
     TOO_LONG,
@@ -176,8 +188,7 @@ def _situation(http_status: int | None, code: str, *, transient: bool) -> Situat
     if http_status == 529 or code in _OVERLOADED_CODES:
         return OVERLOADED
     if http_status == 429:
-        # A permanent 429 is a spend cap named in the details, or a wait longer than a run can make.
-        return RATE_LIMITED if transient else QUOTA
+        return RATE_LIMITED if transient else LIMIT_REACHED
     if http_status in (401, 403) or code in _AUTHENTICATION_CODES:
         return AUTHENTICATION
     if http_status == 404 or code in _NOT_FOUND_CODES:
@@ -373,6 +384,14 @@ class Failure:
     @property
     def transience(self) -> str:
         return {True: "transient", False: "permanent"}.get(self.transient, "")  # type: ignore[arg-type]
+
+    @property
+    def retry_words(self) -> str:
+        """What the run did about it: "Transient: retried within the run, then given up"."""
+        return {
+            True: "Transient: retried within the run, then given up",
+            False: "Permanent: not retried",
+        }.get(self.transient, "Not a provider error")  # type: ignore[arg-type]
 
     @property
     def diagnostics(self) -> str:

@@ -159,26 +159,6 @@ def create_run(
     return create_runs([spec], attempt=attempt)[0]
 
 
-def start_interactive_run(
-    owner_id: int,
-    agent: Agent,
-    prompt: str,
-    *,
-    conversation: Conversation | None = None,
-    limits: RunLimits | None = None,
-) -> Run:
-    """A queued interactive run, in a new conversation unless one is given, admitted against the
-    owner's ceilings like any run: a refusal leaves it failed `admission_denied`."""
-    limits = limits or interactive_limits(agent)
-    with transaction.atomic():
-        if conversation is None:
-            conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
-        run = create_run(owner_id, agent, prompt, conversation=conversation, limits=limits)
-        if not admit_runs([ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)]):
-            run.refresh_from_db()  # failed admission_denied: it did not fit
-    return run
-
-
 def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | None = None) -> set[int]:
     """Admission of queued runs (SPEC §5), for the tick and for interactive starts alike: each
     run's max_cost is reserved against its owner's daily and monthly ceilings, in order, and a run

@@ -25,7 +25,6 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -40,15 +39,15 @@ from schedules.models import (
     Occurrence,
     Schedule,
 )
-from schedules.notifications import (
-    NOTICE_LEASE,
+from schedules.notifications import (  # the pause notices' channels and outbox, reused
     WEBHOOK_ATTEMPTS,
     WEBHOOK_TIMEOUT_SECONDS,
     Notice,
+    drain_outbox,
+    send_email,
+    send_webhook,
     settings_for,
 )
-from schedules.notifications import _send_email as send_email  # the pause notices' channels, reused
-from schedules.notifications import _send_webhook as send_webhook
 
 logger = logging.getLogger(__name__)
 
@@ -150,19 +149,12 @@ def deliver_completion_notices(
     """Claim every committed completion notice not yet sent (or whose claim expired), send it on
     each channel, mark it sent. Safe from several workers at once: only the claim's winner
     sends. Returns the attempts made."""
-    now = now or timezone.now()
-    pending = CompletionNotice.objects.filter(notified_at__isnull=True).filter(
-        Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=now - NOTICE_LEASE)
+    return drain_outbox(
+        CompletionNotice.objects.filter(notified_at__isnull=True),
+        lambda pk: deliver_completion_notice(pk, client=client, sleep=sleep),
+        now=now,
+        limit=limit,
     )
-    made: list[NotificationAttempt] = []
-    for notice_id in pending.order_by("id").values_list("id", flat=True)[:limit]:
-        if pending.filter(pk=notice_id).update(notify_claimed_at=now) != 1:
-            continue  # another worker has it
-        made += deliver_completion_notice(notice_id, client=client, sleep=sleep)
-        CompletionNotice.objects.filter(pk=notice_id, notify_claimed_at=now).update(
-            notified_at=timezone.now()
-        )
-    return made
 
 
 def deliver_completion_notice(

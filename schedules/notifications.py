@@ -29,7 +29,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -228,17 +228,42 @@ def deliver_pending_notices(
     a claim that expires after NOTICE_LEASE, when the next run sends on the channels that have
     no final attempt yet: each channel gets one notice. Returns the attempts made.
     """
-    now = now or timezone.now()
-    pending = PauseEvent.objects.filter(
+    unsent = PauseEvent.objects.filter(
         action=PauseEvent.Action.PAUSE, reason__in=PauseEvent.SELF_PAUSES, notified_at__isnull=True
-    ).filter(Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=now - NOTICE_LEASE))
+    )
+    return drain_outbox(
+        unsent, lambda pk: deliver_pause_notice(pk, client=client, sleep=sleep), now=now, limit=limit
+    )
+
+
+def drain_outbox(
+    unsent: QuerySet[Any],
+    deliver: Callable[[int], list[NotificationAttempt]],
+    *,
+    now: datetime | None = None,
+    limit: int = 100,
+) -> list[NotificationAttempt]:
+    """Claim each unsent row (`notified_at` null) whose claim is absent or older than
+    NOTICE_LEASE with a conditional update, deliver it, and mark it sent if the claim is still
+    ours. Each claim is stamped when it is made, not when the batch began: a batch slowed by
+    webhook retries must not hand out claims that have already lapsed. `now` fixes the clock (for
+    tests). Returns the attempts made."""
+
+    def clock() -> datetime:
+        return now or timezone.now()
+
+    def claimable(at: datetime) -> QuerySet[Any]:
+        return unsent.filter(Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=at - NOTICE_LEASE))
+
     made: list[NotificationAttempt] = []
-    for event_id in pending.order_by("id").values_list("id", flat=True)[:limit]:
-        claimed = pending.filter(pk=event_id).update(notify_claimed_at=now)
-        if claimed != 1:  # another worker has it
-            continue
-        made += deliver_pause_notice(event_id, client=client, sleep=sleep)
-        PauseEvent.objects.filter(pk=event_id, notify_claimed_at=now).update(notified_at=timezone.now())
+    for row_id in list(claimable(clock()).order_by("id").values_list("id", flat=True)[:limit]):
+        claimed_at = clock()
+        if claimable(claimed_at).filter(pk=row_id).update(notify_claimed_at=claimed_at) != 1:
+            continue  # another worker has it
+        made += deliver(row_id)
+        unsent.model.objects.filter(pk=row_id, notify_claimed_at=claimed_at).update(
+            notified_at=timezone.now()
+        )
     return made
 
 
@@ -287,12 +312,12 @@ def _deliver(
     made: list[NotificationAttempt] = []
     record = _recorder(owner.pk, event, made)
     if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in skip:
-        _send_email(owner, notice, record)
+        send_email(owner, notice, record)
     if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in skip:
         own = client is None
         http = client or outbound.client(timeout=WEBHOOK_TIMEOUT_SECONDS)
         try:
-            _send_webhook(channels, notice, http, record, sleep, attempts)
+            send_webhook(channels, notice, http, record, sleep, attempts)
         finally:
             if own:
                 http.close()
@@ -324,7 +349,7 @@ def _recorder(owner_id: int, event: PauseEvent | None, attempts: list[Notificati
     return record
 
 
-def _send_email(owner: Any, notice: Notice, record: Record) -> None:
+def send_email(owner: Any, notice: Notice, record: Record) -> None:
     channel = NotificationAttempt.Channel.EMAIL
     if not owner.email:
         record(channel, NotificationAttempt.Outcome.SKIPPED, detail="no email address on the account")
@@ -338,7 +363,7 @@ def _send_email(owner: Any, notice: Notice, record: Record) -> None:
     record(channel, NotificationAttempt.Outcome.DELIVERED, detail=f"sent to {owner.email}")
 
 
-def _send_webhook(
+def send_webhook(
     channels: NotificationSettings,
     notice: Notice,
     http: httpx.Client,
@@ -493,18 +518,12 @@ def deliver_pending_decision_notices(
     """The decision outbox, claimed like the pause notices' (see deliver_pending_notices): only
     the claim's winner sends, a lapsed claim is taken over after NOTICE_LEASE, and each channel
     is sent once. Returns the attempts made."""
-    now = now or timezone.now()
-    pending = RevisionRequest.objects.undelivered().filter(
-        Q(notify_claimed_at__isnull=True) | Q(notify_claimed_at__lt=now - NOTICE_LEASE)
+    return drain_outbox(
+        RevisionRequest.objects.undelivered(),
+        lambda pk: deliver_decision_notice(pk, client=client, sleep=sleep),
+        now=now,
+        limit=limit,
     )
-    made: list[NotificationAttempt] = []
-    for request_id in pending.order_by("id").values_list("id", flat=True)[:limit]:
-        if pending.filter(pk=request_id).update(notify_claimed_at=now) != 1:  # another worker has it
-            continue
-        made += deliver_decision_notice(request_id, client=client, sleep=sleep)
-        sent = RevisionRequest.objects.filter(pk=request_id, notify_claimed_at=now)
-        sent.update(notified_at=timezone.now())
-    return made
 
 
 def deliver_decision_notice(
@@ -547,11 +566,11 @@ def deliver_decision_notice(
         return row
 
     if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in done:
-        _send_email(owner, notice, record)
+        send_email(owner, notice, record)
     if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in done:
         http = client or outbound.client(timeout=WEBHOOK_TIMEOUT_SECONDS)
         try:
-            _send_webhook(channels, notice, http, record, sleep, WEBHOOK_ATTEMPTS)
+            send_webhook(channels, notice, http, record, sleep, WEBHOOK_ATTEMPTS)
         finally:
             if client is None:
                 http.close()

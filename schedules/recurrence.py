@@ -375,8 +375,10 @@ def describe(cron_text: str, timezone_name: str) -> str:
     if fields[1:] == ["*", "*", "*", "*"]:
         if fields[0] == "*":
             return f"Every minute, {timezone_name}"
-        if fields[0].startswith("*/"):
-            return f"Every {fields[0][2:]} minutes, {timezone_name}"
+        step = re.fullmatch(r"\*/(\d+)", fields[0])
+        if step and 60 % int(step[1]) == 0:  # evenly spaced through the hour (*/7 is not)
+            every = f"{step[1]} minutes" if int(step[1]) > 1 else "minute"
+            return f"Every {every}, {timezone_name}"
         if len(cron.minutes) == 1:
             return f"Every hour at :{next(iter(cron.minutes)):02d}, {timezone_name}"
     if single_time and fields[3] == "*" and fields[4] == "*" and len(cron.days) == 1:

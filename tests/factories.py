@@ -9,12 +9,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import Permission, User
+from django.db import transaction
 from django.utils import timezone
 
 from accounting import ledger
 from runs.limits import RunLimits
 from runs.models import Agent, Conversation, Run
-from runs.services import create_run
+from runs.services import admit_runs, create_run, interactive_limits
 from schedules import services
 from schedules.models import Occurrence, Schedule
 from schedules.schemas import parse_create
@@ -271,3 +272,24 @@ def make_budget_paused(owner: User, pinner: User, *, title: str = "Weekly spend 
     schedule.refresh_from_db()
     assert schedule.status == Schedule.Status.PAUSED, schedule.status
     return schedule
+
+
+def start_interactive_run(
+    owner_id: int,
+    agent: Agent,
+    prompt: str,
+    *,
+    conversation: Conversation | None = None,
+    limits: RunLimits | None = None,
+) -> Run:
+    """A queued interactive run outside the conversation path (which refuses a message whole,
+    runs.conversations), admitted by the tick's admission: a refusal leaves it failed
+    `admission_denied`. For tests and benches that drive one run of a kind directly."""
+    limits = limits or interactive_limits(agent)
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(owner_id=owner_id, title=prompt[:80] or "Conversation")
+        run = create_run(owner_id, agent, prompt, conversation=conversation, limits=limits)
+        if not admit_runs([ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)]):
+            run.refresh_from_db()  # failed admission_denied: it did not fit
+    return run

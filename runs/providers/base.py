@@ -8,12 +8,13 @@ from typing import Any, Protocol
 
 from runs.failures import Diagnostics
 
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_.\-:/\[\]]{1,64}$")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.\-:/\[\]]{1,64}")
 
 
 def sanitize_identifier(value: Any) -> str:
     """A provider code or parameter, kept only if it is a short identifier (SPEC §4)."""
-    if isinstance(value, str) and _IDENTIFIER.match(value):
+    # fullmatch, not `^…$`: `$` also matches before a final newline.
+    if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
         return value
     return ""
 

@@ -62,11 +62,9 @@ def pct(part: Any, whole: Any) -> str:
 
 
 def zone_of(context: template.Context | dict[str, Any]) -> zoneinfo.ZoneInfo:
-    name = context.get("owner_tz")
-    if not name:
-        budget = context.get("budget")
-        name = getattr(budget, "timezone", None)
-    return owner_zone(str(name or "UTC"))
+    """The zone the page's view chose (accounting.selectors.owner_timezone)."""
+    name = context.get("owner_tz") or getattr(context.get("budget"), "timezone", None)
+    return owner_zone(str(name or ""))
 
 
 @register.simple_tag(takes_context=True)

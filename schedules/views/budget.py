@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 
 from accounting import selectors
 from accounting.models import Reservation
-from accounting.selectors import request_summary, request_timezone
+from accounting.selectors import owner_timezone, request_summary
 from config.http import HtmxRequest
 from schedules.models import Schedule
 
@@ -20,7 +20,7 @@ from schedules.models import Schedule
 def budget(request: HtmxRequest) -> HttpResponse:
     """Spend against the ceilings, open reservations, and 30 days of daily spend by schedule as a
     server-rendered SVG chart. The summary is the top bar's, computed once for the request."""
-    tz = request_timezone(request)
+    tz = owner_timezone(request)
     summary = SimpleLazyObject(lambda: request_summary(request))
     chart = selectors.daily_spend(request.user.pk, tz)
     keys = [s.key for s in chart.series if s.key > 0]

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
-from accounting.selectors import request_timezone
+from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs import conversations, services
 from runs.models import Agent, Conversation, Run
@@ -52,7 +52,7 @@ def _page_context(request: HtmxRequest, conversation: Conversation, **extra: Any
         "form": extra.pop("form", None) or MessageForm(),
         "limits": services.interactive_limits(agent) if agent else None,
         "max_chars": conversations.max_message_chars(),
-        "owner_tz": request_timezone(request),
+        "owner_tz": owner_timezone(request),
         **extra,
     }
 

@@ -12,19 +12,19 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
-from accounting.selectors import request_timezone
+from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from schedules import selectors, services
 from schedules.forms import RevisionRequestForm
 from schedules.models import Schedule
-from schedules.views.schedules import _mine
+from schedules.views.schedules import owned_schedule
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
 @vary_on_headers("HX-Request")
 def request_limits(request: HtmxRequest, pk: int) -> HttpResponse:
-    schedule = _mine(request, pk)
+    schedule = owned_schedule(request, pk)
     back = reverse("schedules:detail", args=[pk]) + "#requests"
     if schedule.status == Schedule.Status.COMPLETED:
         messages.info(request, "A completed schedule runs no more, so it needs no new limits.")
@@ -51,7 +51,7 @@ def request_limits(request: HtmxRequest, pk: int) -> HttpResponse:
         "form": form,
         "limits_invalid": form.is_bound and typed is None,
         "report": selectors.replay_report(page.runs, typed or page.suggestion.limits),
-        "owner_tz": request_timezone(request),
+        "owner_tz": owner_timezone(request),
     }
     partial = request.htmx and checking
     return render(request, "schedules/request.html#replay" if partial else "schedules/request.html", context)

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling
 
-from accounting.selectors import request_timezone
+from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs import services
 from runs.models import Conversation, Run
@@ -24,7 +24,7 @@ def run_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     """The run page; while the run is in flight its live part polls this view, and the poll that
     sees the run ended gets the final fragment with 286 so htmx stops polling."""
     run = get_object_or_404(Run.objects.owned_by(request.user).select_related("agent", "conversation"), pk=pk)
-    context = {"page": selectors.run_page(run), "owner_tz": request_timezone(request)}
+    context = {"page": selectors.run_page(run), "owner_tz": owner_timezone(request)}
     if not request.htmx:
         return render(request, "runs/detail.html", context)
     response = render(request, "runs/detail.html#live", context)
@@ -37,7 +37,7 @@ def run_detail(request: HtmxRequest, pk: int) -> HttpResponse:
 @login_required
 def conversation_list(request: HtmxRequest) -> HttpResponse:
     page = selectors.conversation_page(request.user.pk, request.GET.get("page"))
-    tz = request_timezone(request)
+    tz = owner_timezone(request)
     return render(request, "runs/conversations.html", {"page": page, "owner_tz": tz})
 
 

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from accounting.selectors import request_timezone
+from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
 from schedules import completions, selectors, services
@@ -23,7 +23,7 @@ from schedules.models import Schedule
 from schedules.schemas import InvalidSchedule
 
 
-def _mine(request: HtmxRequest, pk: int) -> Schedule:
+def owned_schedule(request: HtmxRequest, pk: int) -> Schedule:
     """The owner's schedule with everything the status panel reads, or 404 (never 403)."""
     schedules = Schedule.objects.owned_by(request.user).select_related(
         "current_revision__agent", "pause__actor"
@@ -35,7 +35,7 @@ def _mine(request: HtmxRequest, pk: int) -> Schedule:
 @login_required
 @vary_on_headers("HX-Request")
 def schedule_list(request: HtmxRequest) -> HttpResponse:
-    tz = request_timezone(request)
+    tz = owner_timezone(request)
     page = selectors.schedule_list(
         request.user.pk,
         tab=request.GET.get("status", "all"),
@@ -63,8 +63,8 @@ def _fragment(request: HtmxRequest) -> bool:
 @require_GET
 @login_required
 def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
-    schedule = _mine(request, pk)
-    tz = request_timezone(request)
+    schedule = owned_schedule(request, pk)
+    tz = owner_timezone(request)
     detail = selectors.schedule_detail(schedule, tz)
     context = {
         "detail": detail,
@@ -95,7 +95,7 @@ def _chat_context(schedule: Schedule, history: list[Any]) -> dict[str, Any]:
 @vary_on_headers("HX-Request")
 def completion_notices(request: HtmxRequest, pk: int) -> HttpResponse:
     """This schedule's override of the owner's completion-notice setting. Idempotent."""
-    schedule = _mine(request, pk)
+    schedule = owned_schedule(request, pk)
     form = ScheduleCompletionForm(request.POST)
     if form.is_valid():
         schedule = completions.set_schedule_completion_notices(schedule, form.value())
@@ -110,8 +110,8 @@ def completion_notices(request: HtmxRequest, pk: int) -> HttpResponse:
 def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, changed: bool) -> HttpResponse:
     """HTMX: the swapped status panel with the notice in it. Plain POST: redirect with a message."""
     if request.htmx:
-        schedule = _mine(request, schedule.pk)
-        tz = request_timezone(request)
+        schedule = owned_schedule(request, schedule.pk)
+        tz = owner_timezone(request)
         context = {
             "panel": selectors.status_panel(schedule, tz),
             "pause_events": selectors.pause_history(schedule),
@@ -129,7 +129,7 @@ def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, c
 @login_required
 @vary_on_headers("HX-Request")
 def resume(request: HtmxRequest, pk: int) -> HttpResponse:
-    schedule = _mine(request, pk)
+    schedule = owned_schedule(request, pk)
     if not request.htmx and request.POST.get("confirmed") != "yes":
         # Without JavaScript there was no hx-confirm: the same sentence, as a step of its own.
         return redirect(reverse("schedules:detail", args=[pk]) + "?confirm=resume#status")
@@ -148,7 +148,7 @@ def resume(request: HtmxRequest, pk: int) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 def pause(request: HtmxRequest, pk: int) -> HttpResponse:
-    schedule = _mine(request, pk)
+    schedule = owned_schedule(request, pk)
     try:
         schedule = services.pause_schedule(schedule, by=request.user)
     except services.NotActive:
@@ -175,7 +175,7 @@ def _preview(request: HtmxRequest, agent_name: str | None) -> dict[str, object]:
 def schedule_create(request: HtmxRequest) -> HttpResponse:
     agents = _agents()
     # A GET carrying fields is the no-JavaScript "show limits" round trip: keep what was typed.
-    initial = {"timezone": request_timezone(request), **request.GET.dict()}
+    initial = {"timezone": owner_timezone(request), **request.GET.dict()}
     form = ScheduleCreateForm(request.POST or None, agents=agents, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
@@ -207,7 +207,7 @@ def limits_preview(request: HtmxRequest) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 def schedule_edit(request: HtmxRequest, pk: int) -> HttpResponse:
-    schedule = _mine(request, pk)
+    schedule = owned_schedule(request, pk)
     if schedule.status == Schedule.Status.COMPLETED:
         messages.info(request, "A completed schedule cannot be edited.")
         return redirect("schedules:detail", pk=pk)

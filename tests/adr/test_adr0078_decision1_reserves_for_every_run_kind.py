@@ -7,8 +7,8 @@ import pytest
 
 from runs.models import Run
 from runs.runtime import execute_run
-from runs.services import claim_run, start_interactive_run
-from tests.factories import limits, make_agent, make_schedule, run_due
+from runs.services import claim_run
+from tests.factories import limits, make_agent, make_schedule, run_due, start_interactive_run
 
 pytestmark = pytest.mark.django_db
 

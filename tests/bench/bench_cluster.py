@@ -117,7 +117,8 @@ def main() -> None:
         print("baseline: the same number of runs executed in-process, one after another …", flush=True)
         from runs.models import Agent
         from runs.runtime import execute_run
-        from runs.services import claim_run, start_interactive_run
+        from runs.services import claim_run
+        from tests.factories import start_interactive_run
 
         agent = Agent.objects.get(name="sim-research")
         owner_id = Run.objects.values_list("owner_id", flat=True)[0]

@@ -98,8 +98,9 @@ def bench(args: argparse.Namespace, pgbench_ms: float) -> int:
     from runs.providers import adapter_for, client_for
     from runs.providers.base import Message, ModelRequest
     from runs.runtime import execute_run
-    from runs.services import claim_run, start_interactive_run
+    from runs.services import claim_run
     from runs.tools import tools_for
+    from tests.factories import start_interactive_run
 
     owner = User.objects.create_user("bench-owner")
     limits = RunLimits(

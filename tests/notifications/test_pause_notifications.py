@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import time_machine
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -391,3 +392,37 @@ def test_the_audit_itself_cannot_be_changed_through_the_outbox(owner, agent):
     schedule = trip_failure_limit(owner, agent)
     with pytest.raises(AppendOnlyError):
         PauseEvent.objects.filter(pk=schedule.pause_id).update(reason="owner")
+
+
+def test_a_claim_is_stamped_when_it_is_made_so_a_slow_batch_does_not_hand_out_lapsed_claims(
+    owner, agent, mailoutbox
+):
+    first, second = trip_failure_limit(owner, agent), trip_failure_limit(owner, agent)
+    rival_took: list[int] = []
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+
+        def slow(event_id: int) -> list[NotificationAttempt]:
+            if event_id == second.pause_id:  # a rival worker starting now must leave it alone
+                rival_took.extend(notifications.drain_outbox(unsent(), lambda pk: [pk]))
+            clock.shift(notifications.NOTICE_LEASE + timedelta(minutes=1))  # webhook retries, say
+            return []
+
+        notifications.drain_outbox(unsent(), slow)
+
+    assert rival_took == []
+    assert unsent_notices() == []
+    assert {first.pause_id, second.pause_id} <= set(PauseEvent.objects.values_list("pk", flat=True))
+
+
+def unsent():
+    return PauseEvent.objects.filter(action="pause", notified_at__isnull=True)
+
+
+def test_an_owner_zone_that_is_no_longer_a_zone_does_not_stop_the_notices(owner, agent, mailoutbox):
+    from accounting.models import OwnerBudget
+
+    schedule = trip_failure_limit(owner, agent)
+    OwnerBudget.objects.filter(owner=owner).update(timezone="Mars/Olympus")  # old data
+    tasks.notify()
+    assert [m.subject for m in mailoutbox] == [f"Paused: {schedule.title}"]
+    assert unsent_notices() == []

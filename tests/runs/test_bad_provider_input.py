@@ -249,7 +249,8 @@ def test_an_unknown_model_is_a_permanent_provider_error(owner, wire):
 
 def test_an_unknown_model_on_the_simulated_provider_is_a_permanent_provider_error(owner):
     from runs.runtime import execute_run
-    from runs.services import claim_run, start_interactive_run
+    from runs.services import claim_run
+    from tests.factories import start_interactive_run
 
     run = start_interactive_run(owner.pk, make_agent(model="sim-nonexistent"), "Hello?")
     claim_run(run)
@@ -300,15 +301,22 @@ def test_a_provider_error_message_with_nul_characters_is_recorded(owner, wire):
     assert run.failure_message == "bad\ufffdinput"
 
 
-def test_a_bug_of_ours_is_recorded_as_an_internal_error(owner):
-    from accounting.models import OwnerBudget
+def test_a_bug_of_ours_is_recorded_as_an_internal_error(owner, monkeypatch):
+    import dataclasses
 
-    OwnerBudget.objects.filter(owner=owner).update(timezone="Mars/Olympus_Mons")  # not a time zone
+    from runs import tools
+
+    def broken(arguments, context):
+        raise ZeroDivisionError("a bug in a tool")
+
+    monkeypatch.setitem(
+        tools._REGISTRY, "clock.now", dataclasses.replace(tools._REGISTRY["clock.now"], handler=broken)
+    )
     run, provider = _run(owner, OPENAI, OPENAI.tools(("clock_now", {})), OPENAI.answer())
 
     assert (run.status, run.failure_reason, run.error_class) == ("failed", "internal_error", "InternalError")
     assert run.transient is None
-    assert "ZoneInfoNotFoundError" in run.failure_message
+    assert "ZeroDivisionError" in run.failure_message
     assert len(provider.requests) == 1
     assert run.model_calls == 1 and len(_entries(run)) == 1
 

@@ -549,6 +549,10 @@ def test_the_number_of_retries_is_a_setting(owner, settings):
         ("x" * 65, "y" * 65, "", ""),
         ("x" * 64, "y" * 64, "x" * 64, "y" * 64),
         ("code<script>", "param; DROP TABLE", "", ""),
+        # A final newline is not part of an identifier (a `$` anchor would let it through, and
+        # 64 characters plus one overflowed the column and left the run unfinished).
+        ("invalid_value\n", "messages[0]\n", "", ""),
+        ("x" * 64 + "\n", "y" * 64 + "\n", "", ""),
         (
             "model:gpt-4o/v1",
             "messages[2].tool_calls[0].id",

@@ -40,13 +40,15 @@ def provider(status: int | None, code: str = "", *, transient: bool, parameter: 
             "The provider account is out of quota or hit its spend limit — it will fail again until the "
             "account is topped up or its limit raised.",
         ),
-        # Anthropic's tier spend cap: the cap is in error.details; the recorded code is the type.
+        # Anthropic's tier spend cap (the cap is in error.details; the recorded code is the type),
+        # or a Retry-After above the cap (Groq's tokens per day): neither is called a quota.
         (
             429,
             "rate_limit_error",
             False,
-            "The provider account is out of quota or hit its spend limit — it will fail again until the "
-            "account is topped up or its limit raised.",
+            "The AI provider's account hit a limit that will not lift within a run (a spend cap, or a "
+            "rate limit that asked for a longer wait than a run can make) — it will fail again until "
+            "that limit resets or is raised.",
         ),
         (
             401,

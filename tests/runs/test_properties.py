@@ -17,7 +17,8 @@ from accounting.models import LedgerEntry
 from runs.limits import DIMENSIONS, RunLimits
 from runs.models import Run, TranscriptEntry
 from runs.runtime import execute_run
-from runs.services import claim_run, start_interactive_run
+from runs.services import claim_run
+from tests.factories import start_interactive_run
 from tests.runs.wire import WIRES, Provider, Wire, ledger_total, make_wire_agent, mentions_instruction
 
 pytestmark = pytest.mark.django_db

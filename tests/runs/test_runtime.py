@@ -14,8 +14,8 @@ import time_machine
 from accounting.models import LedgerEntry
 from runs.models import Run, TranscriptEntry
 from runs.runtime import execute_run
-from runs.services import cancel_run, claim_run, delete_conversation, fail_lost_runs, start_interactive_run
-from tests.factories import limits, make_agent, make_schedule, materialize
+from runs.services import cancel_run, claim_run, delete_conversation, fail_lost_runs
+from tests.factories import limits, make_agent, make_schedule, materialize, start_interactive_run
 from tests.runs.wire import (
     ANTHROPIC,
     FETCH,
@@ -310,7 +310,7 @@ def test_a_run_handed_a_deadline_that_has_passed_stops_before_its_first_request(
     import time as clock
 
     from runs.runtime import execute_run
-    from runs.services import claim_run, start_interactive_run
+    from runs.services import claim_run
 
     run = start_interactive_run(owner.pk, make_agent(model="sim-research"), "Research.")
     claim_run(run)
@@ -324,7 +324,7 @@ def test_the_time_limit_is_checked_before_each_tool_call(owner, settings):
 
     from runs.providers import simulated
     from runs.runtime import execute_run
-    from runs.services import claim_run, start_interactive_run
+    from runs.services import claim_run
 
     settings.RUN_MAX_SECONDS = 60
     run = start_interactive_run(owner.pk, make_agent(model="sim-research"), "Research.")
@@ -347,7 +347,6 @@ def test_the_time_limit_is_checked_before_each_tool_call(owner, settings):
 def test_an_interactive_run_is_admitted_like_any_run(owner):
     from accounting import ledger
     from accounting.models import Reservation
-    from runs.services import start_interactive_run
 
     agent = make_agent(model="sim-research")
     admitted = start_interactive_run(owner.pk, agent, "Research.")

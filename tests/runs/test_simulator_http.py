@@ -15,8 +15,8 @@ from runs.models import Run
 from runs.providers import adapter_for, client_for
 from runs.providers.base import Message, ModelRequest
 from runs.runtime import execute_run
-from runs.services import claim_run, start_interactive_run
-from tests.factories import limits, make_agent, make_schedule, materialize
+from runs.services import claim_run
+from tests.factories import limits, make_agent, make_schedule, materialize, start_interactive_run
 
 pytestmark = pytest.mark.django_db
 

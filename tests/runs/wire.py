@@ -18,8 +18,8 @@ from runs.limits import RunLimits
 from runs.models import Agent, Conversation, Run
 from runs.providers.base import SYNTHESIS_INSTRUCTION
 from runs.runtime import execute_run
-from runs.services import claim_run, start_interactive_run
-from tests.factories import make_agent
+from runs.services import claim_run
+from tests.factories import make_agent, start_interactive_run
 
 PROVIDER_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
 _ids = itertools.count(1)

@@ -147,4 +147,8 @@ def test_cadence_in_words():
     assert describe("30 8 * * 1-5", "UTC") == "Weekdays at 08:30, UTC"
     assert describe("0 18 * * 1", "UTC") == "Every Monday at 18:00, UTC"
     assert describe("*/15 * * * *", "UTC") == "Every 15 minutes, UTC"
+    assert describe("*/1 * * * *", "UTC") == "Every minute, UTC"
+    # Not an even spacing through the hour, or not a plain step: the expression itself.
+    assert describe("*/7 * * * *", "UTC") == "Cron */7 * * * *, UTC"
+    assert describe("*/5,10 * * * *", "UTC") == "Cron */5,10 * * * *, UTC"
     assert describe("5 4 1,15 * *", "UTC") == "Cron 5 4 1,15 * *, UTC"
