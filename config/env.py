@@ -44,6 +44,26 @@ def env_str(name: str, default: str | None = None, *, required: bool = False) ->
     return value
 
 
+def env_site_url(name: str, default: str | None, *, https: bool) -> str:
+    """The site's own base URL, for links sent out of it: http(s)://host[:port][/prefix], no
+    query or fragment, https when `https` (production); without a trailing slash."""
+    value = _raw(name) or default
+    if value is None:
+        raise ImproperlyConfigured(f"{name} must be set (the address people open, for links in notices).")
+    parts = urlsplit(value)
+    schemes = ("https",) if https else ("http", "https")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in schemes or not parts.hostname or parts.query or parts.fragment:
+        example = "https://schedules.example.com"
+        raise ImproperlyConfigured(
+            f"{name} must be an {' or '.join(schemes)} URL such as {example}, not {value!r}."
+        )
+    return value.rstrip("/")
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = _raw(name)
     if value is None:

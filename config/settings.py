@@ -21,6 +21,7 @@ from config.env import (
     env_list,
     env_money,
     env_seconds,
+    env_site_url,
     env_str,
     env_timezone,
     sqlite_database,
@@ -217,8 +218,10 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "schedules@localhost")
 # Links in notifications. In development the default is the address `./dev run` serves (its PORT),
 # so the demo's notices point at the server actually running; in production set it.
-SITE_URL = env_str("SITE_URL", f"http://127.0.0.1:{env_int('PORT', 8000, minimum=1, maximum=65535)}").rstrip(
-    "/"
+SITE_URL = env_site_url(
+    "SITE_URL",
+    None if PRODUCTION else f"http://127.0.0.1:{env_int('PORT', 8000, minimum=1, maximum=65535)}",
+    https=PRODUCTION,
 )
 
 # ---------------------------------------------------------------------------------------------

@@ -223,6 +223,7 @@ class RunFailure(Exception):
 
     reason: ClassVar[Reason] = Reason.INTERNAL_ERROR
     error_class: ClassVar[str] = "InternalError"
+    label: ClassVar[str] = "internal error"  # the error class in words, for filters
     transient: ClassVar[bool | None] = None
     # What happened and whether it will pass, for a person who is not reading logs.
     headline: ClassVar[str] = "The run failed because of an internal error."
@@ -238,6 +239,7 @@ class RunFailure(Exception):
 class BudgetExhausted(RunFailure):
     reason = Reason.BUDGET_EXHAUSTED
     error_class = "BudgetExhausted"
+    label = "budget exhausted"
     headline = "The run used up its budget before it could answer."
     outlook = "The next run has the same budget; if runs keep costing more, a bigger budget is needed."
 
@@ -245,6 +247,7 @@ class BudgetExhausted(RunFailure):
 class SynthesisReserveViolation(RunFailure):
     reason = Reason.SYNTHESIS_RESERVE_VIOLATION
     error_class = "SynthesisReserveViolation"
+    label = "reserve violated"
     headline = "The model kept asking for tools after it was told to write its final answer."
     outlook = "It will likely happen again with the same prompt and model; change the prompt or the agent."
 
@@ -252,6 +255,7 @@ class SynthesisReserveViolation(RunFailure):
 class ProviderTransientError(RunFailure):
     reason = Reason.PROVIDER_ERROR
     error_class = "ProviderTransientError"
+    label = "provider error, transient"
     transient = True
     headline = "The AI provider failed for a while, and the retries within the run were used up."
     outlook = "Usually temporary: the next run will likely succeed."
@@ -260,6 +264,7 @@ class ProviderTransientError(RunFailure):
 class ProviderPermanentError(RunFailure):
     reason = Reason.PROVIDER_ERROR
     error_class = "ProviderPermanentError"
+    label = "provider error, permanent"
     transient = False
     headline = "The AI provider refused the request."
     outlook = "Retrying will not help until what the provider refused is fixed."
@@ -268,6 +273,7 @@ class ProviderPermanentError(RunFailure):
 class AdmissionDenied(RunFailure):
     reason = Reason.ADMISSION_DENIED
     error_class = "AdmissionDenied"
+    label = "admission denied"
     headline = "The run was not started: it did not fit under your spending ceiling."
     outlook = "It runs again once the day or month has room, or the ceiling is raised."
 
@@ -275,6 +281,7 @@ class AdmissionDenied(RunFailure):
 class RunTimeout(RunFailure):
     reason = Reason.TIMEOUT
     error_class = "RunTimeout"
+    label = "timed out"
     headline = "The run took longer than its time limit."
     outlook = "A slow provider or tool may pass; a prompt that needs more time will time out again."
 
@@ -282,6 +289,7 @@ class RunTimeout(RunFailure):
 class WorkerLost(RunFailure):
     reason = Reason.WORKER_LOST
     error_class = "WorkerLost"
+    label = "worker lost"
     headline = "The worker running it stopped (a restart or a crash) before the run ended."
     outlook = "Usually a one-off: the next run will likely succeed."
 
@@ -306,6 +314,7 @@ BY_ERROR_CLASS: Mapping[str, type[RunFailure]] = {cls.error_class: cls for cls i
 ERROR_CLASS_CHOICES: tuple[tuple[str, str], ...] = tuple(
     (cls.error_class, cls.error_class) for cls in ERROR_CLASSES
 )
+ERROR_CLASS_WORDS: tuple[tuple[str, str], ...] = tuple((cls.error_class, cls.label) for cls in ERROR_CLASSES)
 
 
 def reason_words(reason: str) -> str:

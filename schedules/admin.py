@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString
 from accounting.admin import BigTableAdmin, ChoicesFilter, ReadOnlyAdmin
 from accounting.formatting import local_text, money_text
 from runs.admin import ProviderFilter
-from runs.failures import ERROR_CLASS_CHOICES, Failure, Reason
+from runs.failures import ERROR_CLASS_WORDS, Failure, Reason
 from runs.limits import LIMIT_LABELS
 from schedules import selectors, services, tokens
 from schedules.forms import FAILURE_LIMIT_LABEL, DeclineForm, PinRevisionForm
@@ -126,7 +126,7 @@ class LastFailureReasonFilter(ChoicesFilter):
 class LastErrorClassFilter(ChoicesFilter):
     title = "last error class"
     parameter_name = "last_error_class"
-    options = ERROR_CLASS_CHOICES
+    options = ERROR_CLASS_WORDS
     lookup = "last_event__payload__failure__error_class"
 
 
@@ -157,7 +157,7 @@ class ScheduleAdmin(BigTableAdmin):
     # Read-only: schedules change through their services (the owner's edit, a pin, a pause), so
     # the change page offers no Save and no Delete.
     fieldsets = (
-        (None, {"fields": ("owner", "title", "kind", "status_words", "next_run", "created")}),
+        (None, {"fields": ("owner", "title", "definition", "status_words", "next_run", "created")}),
         ("Limits in force", {"fields": ("limits_table",)}),
         ("Revisions", {"fields": ("revision_history",)}),
         ("Requests for new limits", {"fields": ("request_list",)}),
@@ -165,7 +165,7 @@ class ScheduleAdmin(BigTableAdmin):
     readonly_fields = (
         "owner",
         "title",
-        "kind",
+        "definition",
         "status_words",
         "next_run",
         "created",
@@ -227,6 +227,12 @@ class ScheduleAdmin(BigTableAdmin):
         status = f"HTTP {failure.http_status}" if failure.http_status else ""
         detail = " · ".join(p for p in (failure.transience, status, failure.provider_code) if p)
         return format_html('{}<span class="row-detail">{}</span>', failure.reason_words, detail)
+
+    @admin.display(description="agent and cadence")
+    def definition(self, obj: Schedule) -> str:
+        """ "sim-expensive · Every Monday at 08:00, Europe/Riga" (the prompt is the owner's content)."""
+        revision = obj.revision
+        return f"{revision.agent.name} · {revision.cadence}"
 
     @admin.display(description="next run (UTC)", ordering="next_occurrence_at")
     def next_run(self, obj: Schedule) -> str:

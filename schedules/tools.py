@@ -54,7 +54,12 @@ _NUMBER = re.compile(r"^\d+$")
 
 
 def _refusal(error: InvalidSchedule) -> ToolError:
-    return ToolError("; ".join(f"{field}: {message}" for field, message in error.fields.items()))
+    return ToolError(
+        "; ".join(
+            message if message.startswith(field) else f"{field}: {message}"
+            for field, message in error.fields.items()
+        )
+    )
 
 
 def _next_run_words(schedule: Schedule) -> str:

@@ -32,6 +32,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         "APP_ENV": "production",
         "SECRET_KEY": "production-test-key-" + "x7Q9" * 10,
         "ALLOWED_HOSTS": "127.0.0.1",
+        "SITE_URL": "https://schedules.example.com",
         "DATABASE_URL": f"{database}/{db['NAME']}",
         "STATIC_ROOT": str(tmp_path / "static"),
     }

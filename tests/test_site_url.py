@@ -49,3 +49,44 @@ def test_the_run_command_passes_its_port_to_the_server_and_the_cluster():
     assert "export PORT=${PORT:-8000}" in run
     assert "export SITE_URL=${SITE_URL:-http://127.0.0.1:$PORT}" in run
     assert run.index("export SITE_URL") < run.index("qcluster") < run.index('runserver "127.0.0.1:$PORT"')
+
+
+def settings_error(**env: str) -> str:
+    probe = "import django; django.setup()"
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    return result.stderr.strip().splitlines()[-1]
+
+
+PRODUCTION = {
+    "APP_ENV": "production",
+    "SECRET_KEY": "production-test-key-" + "x7Q9" * 10,
+    "ALLOWED_HOSTS": "schedules.example.com",
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
+}
+
+
+def test_production_will_not_start_without_the_address_its_links_point_at():
+    # Else every notice would link to http://127.0.0.1:8000 and nothing would say so.
+    assert "SITE_URL must be set" in settings_error(**PRODUCTION)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["http://schedules.example.com", "schedules.example.com", "https://", "https://h:abc/", "https://h/?q=1"],
+)
+def test_production_refuses_a_site_url_that_is_not_an_https_address(value):
+    assert "SITE_URL must be an https URL" in settings_error(**PRODUCTION, SITE_URL=value)
+
+
+def test_development_refuses_one_that_is_not_a_url_at_all():
+    assert "SITE_URL must be an http or https URL" in settings_error(
+        APP_ENV="development", SITE_URL="localhost"
+    )

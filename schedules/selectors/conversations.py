@@ -106,9 +106,12 @@ class Exchange:
     @property
     def usage_line(self) -> str:
         run = self.run
-        return (
-            f"{run.steps} steps · {run.model_calls} model calls · {run.tool_calls} tool calls · "
-            f"{money_text(run.cost, exact=True)}"
+        counts = ((run.steps, "step"), (run.model_calls, "model call"), (run.tool_calls, "tool call"))
+        return " · ".join(
+            [
+                *(f"{n} {words}{'' if n == 1 else 's'}" for n, words in counts),
+                money_text(run.cost, exact=True),
+            ]
         )
 
 
@@ -281,7 +284,9 @@ def _limit_refusals(entries: dict[int, list[TranscriptEntry]]) -> dict[int, list
             arguments = arguments if isinstance(arguments, dict) else {}
             schedule_id = arguments.get("schedule_id")
             asked = ", ".join(
-                f"{key.replace('_', ' ')} {value}" for key, value in arguments.items() if key != "schedule_id"
+                f"{key.replace('_', ' ')} {'USD ' if key.endswith('_cost') else ''}{value}"
+                for key, value in arguments.items()
+                if key != "schedule_id"
             )
             found[run_id].append((schedule_id if isinstance(schedule_id, int) else None, asked))
     return found

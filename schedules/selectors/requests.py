@@ -208,7 +208,7 @@ class ReplayReport:
         phrases = [
             (self.count(Verdict.FITS), "would answer within them"),
             (self.count(Verdict.SYNTHESIS), "would be told to write their answer from the synthesis reserve"),
-            (self.count(Verdict.CONTINUES), "would go on past the end of its record"),
+            (self.count(Verdict.CONTINUES), "would go on past the end of their record"),
             (
                 self.count(Verdict.UNCHANGED) + self.count(Verdict.NO_USAGE),
                 "failed for a reason limits do not change",
@@ -265,10 +265,11 @@ class Suggestion:
 
 
 SUGGESTION_RULE = (
-    "Cost: the most expensive recent run plus half again, rounded up to whole dollars, never below "
-    "today's limit. Steps, model calls, tool calls: today's, or half again when a recent run used "
-    "them all. Reserves: today's, or the standard 2 steps, 2 model calls and USD 1.00 where today's "
-    "is none, each only below its total. Failure limit: today's."
+    "Reserves: today's, or the standard 2 steps, 2 model calls and USD 1.00 where today's is none, "
+    "each only below its total. Cost: the most expensive recent run plus half again, with the cost "
+    "reserve on top (the run's work should not eat into it), rounded up to whole dollars, never "
+    "below today's limit. Steps, model calls, tool calls: today's, or half again when a recent run "
+    "used them all. Failure limit: today's."
 )
 
 
@@ -276,7 +277,8 @@ def suggested_limits(current: ScheduleRevision, runs: Sequence[RecordedRun]) -> 
     """The limits a request is prefilled with (SUGGESTION_RULE), from the runs' recorded usage."""
     today = current.run_limits
     highest = max((run.cost for run in runs), default=ZERO)
-    cost = (highest * HEADROOM).to_integral_value(rounding=ROUND_CEILING)
+    reserve_cost = max(today.synthesis_reserve_cost, POLICY_RESERVES["cost"]) if runs else ZERO
+    cost = (highest * HEADROOM + reserve_cost).to_integral_value(rounding=ROUND_CEILING)
     totals: dict[str, Any] = {"max_cost": min(max(today.max_cost, cost), MAX_COST - 1)}
     for dimension in ("steps", "model_calls", "tool_calls"):
         limit = int(today.total(dimension))

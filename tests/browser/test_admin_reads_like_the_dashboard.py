@@ -70,3 +70,15 @@ def test_the_change_page_shows_what_can_be_done_limits_and_revisions(browser, li
     assert len({round(box["x"]) for box in boxes if box}) == 1  # the inputs line up
     assert serious_violations(page) == []
     context.close()
+
+    # On a phone the change page and the pin form fit the screen: nothing to scroll sideways.
+    phone = browser.new_context(viewport=PHONE, color_scheme="light", is_mobile=True)
+    page = phone.new_page()
+    sign_in(page, base, "admin", admin=True)
+    for path in ("change", "pin"):
+        page.goto(f"{base}/admin/schedules/schedule/{schedule.pk}/{path}/")
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
+    reserve = page.get_by_label("Synthesis reserve — cost (USD)").bounding_box()
+    assert reserve is not None and reserve["x"] + reserve["width"] <= PHONE["width"]
+    shoot(page, "admin-pin-phone")
+    phone.close()

@@ -48,13 +48,13 @@ def test_the_owner_asks_an_admin_pins_from_the_request_and_the_next_run_uses_it(
     # The request: prefilled from the runs, replayed against them; other values replay live.
     ask.click()
     page.wait_for_load_state()
-    assert page.get_by_label("Max cost (USD)").input_value() == "2.00"
+    assert page.get_by_label("Max cost (USD)").input_value() == "3.00"
     assert page.get_by_label("Synthesis reserve — cost (USD)").input_value() == "1.00"
     assert page.get_by_label("Max cost (USD)").get_attribute("placeholder") == "1.00"
     replay = page.locator("#replay")
     assert "An estimate" in replay.locator(".estimate").inner_text()
     assert replay.locator("tbody tr").count() == 2
-    assert "Told to write its answer at step 3: the cost reserve is reached." in replay.inner_text()
+    assert "none would run out" in replay.inner_text()
     page.evaluate("window.__request_marker = 1")
     page.get_by_label("Synthesis reserve — cost (USD)").fill("0")
     page.get_by_label("Max cost (USD)").fill("1.10")
@@ -62,7 +62,9 @@ def test_the_owner_asks_an_admin_pins_from_the_request_and_the_next_run_uses_it(
     assert page.evaluate("window.__request_marker") == 1  # swapped in place, no reload
     page.get_by_label("Max cost (USD)").fill("2.00")
     page.get_by_label("Synthesis reserve — cost (USD)").fill("1.00")
-    page.locator("#replay", has_text="none would run out").wait_for()
+    page.locator(
+        "#replay", has_text="Told to write its answer at step 3: the cost reserve is reached."
+    ).wait_for()
     page.get_by_label("Why these limits").fill(REASON)
     shoot(page, "request-limits", readme=True)
     assert serious_violations(page) == []

@@ -11,11 +11,13 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from runs.limits import RunLimits
 from runs.models import Run
 from runs.replay import Verdict
 from schedules import selectors, services
 from schedules.models import RevisionRequest, RevisionRequestEvent, Schedule, ScheduleRevision
 from schedules.schemas import DeclineBody, parse_explicit, parse_revision_request
+from schedules.selectors.requests import REPLAYED_RUNS
 from tests.concurrency import race
 from tests.factories import limits, make_budget_paused, make_schedule, make_user, run_due
 
@@ -204,16 +206,20 @@ def test_two_requests_at_once_make_one(owner, agent):
 # -- the suggestion, the replay and what really happens ------------------------------------------
 
 
-def test_the_suggestion_is_the_dearest_run_plus_half_rounded_up_to_dollars_with_the_standard_reserve(paused):
+def test_the_suggestion_is_the_dearest_run_plus_half_and_the_reserve_on_top_rounded_up_to_dollars(paused):
     runs = selectors.recorded_runs(paused)
     assert [(r.status, r.cost, len(r.steps)) for r in runs] == [("failed", Decimal("1.2"), 2)] * 2
     assert [s.tool_calls for s in runs[0].steps] == [1, 1]
     suggestion = selectors.suggested_limits(paused.revision, runs)
-    assert suggestion.limits.max_cost == Decimal("2")  # 1.20 x 1.5 = 1.80, up to whole dollars
+    assert suggestion.limits.max_cost == Decimal("3")  # 1.20 x 1.5 = 1.80, + the 1.00 reserve, up to 3
     assert suggestion.limits.synthesis_reserve_cost == Decimal("1.00")
     assert (suggestion.limits.max_steps, suggestion.limits.synthesis_reserve_steps) == (10, 2)
     assert suggestion.max_consecutive_failures == 2
-    assert "the most expensive cost USD 1.20, so USD 2.00 per run" in suggestion.basis
+    assert "the most expensive cost USD 1.20, so USD 3.00 per run" in suggestion.basis
+    # Under the suggestion, the recorded runs never reach the reserve where their record ends.
+    report = selectors.replay_report(runs, suggestion.limits)
+    assert {r.replay.verdict for r in report.rows} == {Verdict.CONTINUES}
+    assert "none would run out" in report.summary
 
 
 def test_the_suggestion_never_lowers_a_limit(owner, agent):
@@ -234,7 +240,7 @@ def test_the_replay_under_its_own_limits_says_what_really_happened(paused):
 
 
 def test_what_the_replay_predicts_for_the_new_limits_is_what_the_next_run_does(paused, admin_user):
-    proposed = selectors.suggested_limits(paused.revision, selectors.recorded_runs(paused)).limits
+    proposed = RunLimits.model_validate(ASKED)  # USD 2.00 with a USD 1.00 reserve
     report = selectors.replay_report(selectors.recorded_runs(paused), proposed)
     predicted = {(r.replay.verdict, r.replay.step, r.replay.dimension) for r in report.rows}
     assert predicted == {(Verdict.SYNTHESIS, 3, "cost")}
@@ -308,3 +314,17 @@ def test_a_permanent_provider_error_says_what_must_change_first(owner, admin_use
     assert panel.advice.sentence == (
         "Resuming will not help until the provider account is topped up or its spend limit raised."
     )
+
+
+def test_only_the_last_twenty_runs_are_replayed_newest_first(owner, agent):
+    schedule = make_schedule(owner, agent)
+    ran = [run_due(schedule) for _ in range(REPLAYED_RUNS + 5)]
+    assert all(run is not None and run.status == "completed" for run in ran)
+
+    recorded = selectors.recorded_runs(schedule)
+
+    newest = [run.pk for run in reversed(ran)][:REPLAYED_RUNS]
+    assert REPLAYED_RUNS == 20
+    assert [r.run_id for r in recorded] == newest
+    report = selectors.replay_report(recorded, schedule.revision.run_limits)
+    assert len(report.rows) == 20 and report.summary.startswith("Of the last 20 runs:")

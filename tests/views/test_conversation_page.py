@@ -145,7 +145,7 @@ def test_a_budget_change_in_chat_shows_the_refusal_and_what_to_do_instead(owner,
     text = _text(owner_client.get(f"/conversations/{first.conversation_id}/").text)
 
     assert "Refused: a schedule\u2019s limits cannot be changed in chat." in text
-    assert "schedule.update did not apply max cost 20.00 to AI news briefing" in text
+    assert "schedule.update did not apply max cost USD 20.00 to AI news briefing" in text
     assert "What to do instead: ask an admin to pin an explicit revision" in text
     assert "I cannot give schedule" in text
     assert schedule.revisions.count() == 1
@@ -163,6 +163,46 @@ def test_while_a_run_is_in_flight_the_tail_polls_and_stop_is_offered(owner, owne
     assert "Refresh the page to see its progress" in page  # for a browser without JavaScript
     assert poll.status_code == 200 and poll.text.lstrip().startswith('<div id="tail"')
     assert "<html" not in poll.text
+
+
+def test_each_poll_shows_the_steps_committed_so_far_then_the_synthesis_turn_and_the_answer(
+    owner, owner_client
+):
+    # A real run on a scripted provider; at each model request the owner's page polls once, so
+    # the test sees what the browser sees between steps.
+    from tests.runs.wire import OPENAI, Provider, make_wire_agent, until_told
+
+    agent = make_wire_agent(OPENAI, tools=["clock.now"], max_steps=3, max_model_calls=3)
+    run = conversations.start_conversation(owner.pk, agent, "What time is it?", enqueue=lambda ids: None)
+    tail = f"/conversations/{run.conversation_id}/"
+    polls: list[str] = []
+    model = until_told(OPENAI)
+
+    def reply(request):
+        polls.append(_text(owner_client.get(tail, headers=HTMX).text))
+        return model(request)
+
+    provider = Provider(reply)
+    with provider.client() as client:
+        ended = conversations.execute_message(run.pk, client=client, sleep=lambda s: None)
+    final = owner_client.get(tail, headers=HTMX)
+
+    assert len(polls) == 3  # two tool turns, then the synthesis-only turn
+    first, second, third = polls
+    assert "working, step 1…" in first and "Step 1" not in first
+    # Step 1 committed with its tool call; its result is written with the next step's usage.
+    assert "working, step 2…" in second and "Step 1 · model call" in second
+    assert "clock.now running…" in second
+    assert "working, step 3…" in third and "Step 2 · model call" in third
+    assert "clock.now → returned" in third
+    # The synthesis-only turn is announced as its request goes out, with what activated it.
+    assert "From step 3 the requests were synthesis-only : the steps reserve was reached" in third
+    assert "synthesis-only" not in first + second
+    assert ended is not None and ended.status == "completed" and ended.synthesis_step == 3
+    text = _text(final.text)
+    assert final.status_code == 286  # the poll that sees the end stops polling
+    assert "From step 3 the requests were synthesis-only" in text
+    assert "Final answer from the evidence gathered." in text and "working" not in text
 
 
 def test_the_poll_that_sees_the_run_ended_stops_polling_and_enables_send(owner, owner_client, assistant):

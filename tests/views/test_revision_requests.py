@@ -81,6 +81,37 @@ def test_a_budget_paused_schedule_says_resume_will_not_help_and_offers_the_reque
     assert '<button type="submit" class="button" aria-describedby="resume-note-' in page
 
 
+@pytest.mark.parametrize(
+    ("model", "what", "change"),
+    [
+        (
+            "sim-quota",
+            "The provider account is out of quota or hit its spend limit",
+            "Resuming will not help until the provider account is topped up or its spend limit raised.",
+        ),
+        (
+            "sim-bad-param",
+            "The provider refused the request as invalid",
+            "Resuming will not help until the prompt or the agent's settings change.",
+        ),
+    ],
+)
+def test_a_permanent_provider_error_says_on_the_page_what_must_change_first(
+    owner, owner_client, model, what, change
+):
+    from tests.factories import make_agent, run_due
+
+    schedule = make_schedule(owner, make_agent(model, model=model))
+    run_due(schedule)
+    run_due(schedule)
+    page = owner_client.get(f"/schedules/{schedule.pk}/").text
+    panel = _text(page.split('<section id="status"', 1)[1].split("</section>", 1)[0])
+    assert what in panel and "it will fail again until" in panel
+    assert change in panel
+    assert "HTTP" in panel  # the identifiers follow, in the quieter line
+    assert panel.index(what) < panel.index("HTTP")
+
+
 def test_an_open_request_is_shown_on_the_page_instead_of_the_button(owner_client, paused):
     open_request(paused)
     page = owner_client.get(f"/schedules/{paused.pk}/").text
@@ -107,12 +138,12 @@ def test_the_request_page_is_prefilled_from_the_runs_and_replays_them(owner_clie
     response = owner_client.get(url(paused))
     assert response.status_code == 200
     page = response.text
-    assert 'name="max_cost" value="2.00"' in page and 'placeholder="1.00"' in page
+    assert 'name="max_cost" value="3.00"' in page and 'placeholder="1.00"' in page
     assert 'name="synthesis_reserve_cost" value="1.00"' in page
     text = _text(page)
-    assert "the most expensive cost USD 1.20, so USD 2.00 per run" in text
+    assert "the most expensive cost USD 1.20, so USD 3.00 per run" in text
     assert "An estimate from each run's recorded usage per step" in text
-    assert "Told to write its answer at step 3: the cost reserve is reached." in text
+    assert "Goes on past step 2, where its record ends, with USD 1.80 of the budget left." in text
     assert "none would run out" in text
 
 
@@ -338,6 +369,10 @@ def test_the_schedule_change_page_reads_like_the_dashboard(admin_client, paused)
     assert "by ada · explicit via test" in text and "“Budget before ADR-0109.”" in text
     assert " 4 revision 1" not in text
     assert re.search(r"\d{2}:\d{2} UTC", text)
+    assert f"Agent and cadence: sim-expensive · {paused.revision.cadence}" in text
+    assert paused.revision.prompt not in text  # the owner's content stays out of the admin
+    asked = RevisionRequest.objects.get(schedule=paused)
+    assert f'<a href="/admin/schedules/revisionrequest/{asked.pk}/change/">Review the request</a>' in page
 
 
 def test_the_schedule_changelist_reads_in_a_few_columns_with_times_in_utc(admin_client, paused):
