@@ -312,29 +312,37 @@ def usage_ctes(
     output_tokens: int,
     cost: Decimal,
     at: datetime,
+    when: str,
 ) -> tuple[list[str], list[Any]]:
     """`record_usage` as data-modifying CTEs (`ledger_entry`, `ledger_rollup`), for a caller that
     writes them in one statement with its own rows (the run loop's step, on PostgreSQL: one round
-    trip, no explicit transaction). Same rows, same rollup arithmetic as record_usage."""
+    trip, no explicit transaction), only if the SQL condition `when` holds (the caller's own CTEs
+    decide it). Same rows, same rollup arithmetic as record_usage."""
     entry = LedgerEntry._meta.db_table
     columns = "created_at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost"
-    rollup, params = rollup_sql(rollups.buckets(owner_id, schedule_id, at, cost))
+    rollup, params = rollup_sql(rollups.buckets(owner_id, schedule_id, at, cost), when=when)
     ctes = [
-        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '  # noqa: S608 - our table
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id)",
+        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '
+        "SELECT %s::timestamptz, %s::integer, %s::bigint, %s::bigint, %s::text, %s::text, %s::integer, "
+        f"%s::integer, %s::numeric WHERE {when} RETURNING id)",
         f"ledger_rollup AS ({rollup} RETURNING 1)",
     ]
     values = [at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost]
     return ctes, [*values, *params]
 
 
-def rollup_sql(rows: list[rollups.Bucket]) -> tuple[str, list[Any]]:
+def rollup_sql(rows: list[rollups.Bucket], *, when: str = "") -> tuple[str, list[Any]]:
     """One statement adding each bucket's cost to its rollup row, creating the row if needed
-    (PostgreSQL and SQLite alike). Rows are locked in the order given (rollups.buckets sorts)."""
+    (PostgreSQL and SQLite alike), or, with `when` (PostgreSQL), only if that condition holds.
+    Rows are locked in the order given (rollups.buckets sorts)."""
     table = SpendRollup._meta.db_table
-    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+    if when:
+        row = "(%s::integer, %s::bigint, %s::text, %s::timestamptz, %s::numeric)"
+        source = f"SELECT * FROM (VALUES {', '.join([row] * len(rows))}) AS v WHERE {when}"  # noqa: S608
+    else:
+        source = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
     sql = (
-        f'INSERT INTO "{table}" (owner_id, key, grain, start, cost) VALUES {values} '  # noqa: S608 - our table
+        f'INSERT INTO "{table}" (owner_id, key, grain, start, cost) {source} '
         f'ON CONFLICT (owner_id, key, grain, start) DO UPDATE SET cost = "{table}".cost + excluded.cost'
     )
     params = [value for r in rows for value in (r.owner_id, r.key, r.grain, r.start, r.cost)]

@@ -57,7 +57,7 @@ def parse_money(value: Any, field: str, *, places: int = USD_PLACES) -> Decimal:
         amount = Decimal(value)
     elif isinstance(value, str):
         text = value.strip(" ")
-        if not _GRAMMAR[places].match(text):
+        if not _GRAMMAR[places].fullmatch(text):  # not `$`, which also matches before a final "\n"
             raise ValueError(f"{field} {_why_not(text, places)}")
         amount = Decimal(text)
     elif isinstance(value, Decimal):

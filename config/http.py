@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import ipaddress
+
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django_htmx.middleware import HtmxDetails
@@ -11,3 +14,22 @@ from django_htmx.middleware import HtmxDetails
 class HtmxRequest(HttpRequest):
     htmx: HtmxDetails
     user: User  # login_required: never anonymous here
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The address a request came from, for sign-in throttling (django-axes): behind
+    TRUSTED_PROXY_COUNT proxies it is that many hops from the right of X-Forwarded-For (what
+    the nearest trusted proxy saw; anything further left the client can forge), else the
+    socket's peer. Behind a proxy REMOTE_ADDR is the proxy itself, for everyone: throttling on it
+    would let five wrong passwords from anyone lock every user out."""
+    peer = request.META.get("REMOTE_ADDR")
+    proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
+    if proxies <= 0:
+        return peer
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+    if len(hops) < proxies:
+        return peer  # not through the proxies we trust
+    try:
+        return str(ipaddress.ip_address(hops[-proxies]))
+    except ValueError:
+        return peer

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 Handler = Callable[[HttpRequest], HttpResponse]
 
 NUL = "\x00"
-FORM = "application/x-www-form-urlencoded"
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # what request.POST parses
 
 # All assets are served from this origin and no page has an inline script: HTMX runs with
 # allowEval off (templates/base.html), so hx-on attributes are not used. Inline *style attributes*
@@ -54,7 +54,10 @@ def _has_nul(request: HttpRequest) -> bool:
         return True
     if any(NUL in key or any(NUL in v for v in values) for key, values in request.GET.lists()):
         return True
-    if request.method == "POST" and request.content_type == FORM:
+    if request.method == "POST" and request.content_type in FORMS:
+        # Read (and keep) the body first: parsing a multipart stream consumes it, and a view that
+        # reads request.body afterwards (the simulator, the webhook sink) must still find it.
+        request.body  # noqa: B018
         return any(NUL in key or any(NUL in v for v in values) for key, values in request.POST.lists())
     return False
 

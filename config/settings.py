@@ -143,6 +143,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
+# The proxies in front of the web server that append to X-Forwarded-For (the README's deployment
+# has one TLS-terminating proxy): throttling keys on the address they saw, not on theirs.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 1 if PRODUCTION else 0, minimum=0, maximum=5)
+AXES_CLIENT_IP_CALLABLE = "config.http.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "schedules:list"

@@ -55,7 +55,7 @@ def is_quota_code(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     lowered = value.lower()
-    return lowered in QUOTA_CODES or bool(QUOTA_CODE_FAMILIES.match(lowered))
+    return lowered in QUOTA_CODES or bool(QUOTA_CODE_FAMILIES.fullmatch(lowered))
 
 
 # -- provider situations ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def api_key_setting_problem(name: str) -> str:
     if not name:
         return ""
     pattern = settings.PROVIDER_API_KEY_PATTERN
-    if not _ENV_NAME.match(name):
+    if not _ENV_NAME.fullmatch(name):
         return "must be an environment variable name in capitals, such as OPENAI_API_KEY"
     if not fnmatch.fnmatchcase(name, pattern):
         return f"must match {pattern} (the operator's PROVIDER_API_KEY_PATTERN)"

@@ -29,6 +29,10 @@ Resolver = Callable[[str, int], list[str]]
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _6TO4 = ipaddress.ip_network("2002::/16")
 _COMPATIBLE = ipaddress.ip_network("::/96")  # the deprecated ::a.b.c.d form
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT's IPv4-translated form (RFC 2765)
+# Local-use NAT64 (RFC 8215): an operator's own translator, which reaches whatever it is set up to
+# reach; never a public destination.
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 
 class UnsafeURL(ValueError):
@@ -48,6 +52,8 @@ def normalize_url(url: str, *, field: str, schemes: Iterable[str] = ("https", "h
         raise UnsafeURL(f"{field} must be an absolute {kind} URL")
     if parsed.userinfo:
         raise UnsafeURL(f"{field} must not carry a user name or password")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise UnsafeURL(f"{field} has a port outside 1-65535")
     return str(parsed)
 
 
@@ -60,7 +66,7 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
     """The IPv4 address an IPv6 address leads to (mapped, NAT64, 6to4, IPv4-compatible)."""
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
-    if address in _NAT64 or (address in _COMPATIBLE and int(address) > 1):
+    if address in _NAT64 or address in _TRANSLATED or (address in _COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     if address in _6TO4:
         return address.sixtofour
@@ -75,8 +81,10 @@ def address_problem(ip: str) -> str:
     except ValueError:
         return "does not resolve to an IP address"
     inner = embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else None
-    if not address.is_global or (inner is not None and not inner.is_global):
+    if not address.is_global or (inner is not None and not inner.is_global) or address in _LOCAL_NAT64:
         return "points to a private or reserved network address"
+    if address.is_multicast or (inner is not None and inner.is_multicast):
+        return "points to a multicast address"
     return ""
 
 

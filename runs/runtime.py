@@ -194,10 +194,9 @@ class _Loop:
         round trip on PostgreSQL (`_write_step_sql`), one transaction elsewhere (`_write_step_orm`).
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
-        worker was frozen, or it was cancelled) still cost money: its usage is recorded against
-        the run all the same, ledger and counters together, and `late_usage_recorded` lets the
-        schedule layer account it too, so counters, ledger and accounting events always agree.
-        Nothing else of it is kept, and the loop stops."""
+        worker was frozen, or it was cancelled) still cost money: `_write_late_step` records it
+        against the run, ledger, counters and the schedule layer's event in one transaction, so
+        they always agree. Nothing else of it is kept, and the loop stops."""
         agent = self.run.agent
         cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
         step = self.run.steps + 1
@@ -220,11 +219,7 @@ class _Loop:
         on_time = write(self, usage, tool_calls, rows)
         self.unwritten = []
         if not on_time:
-            with transaction.atomic():
-                self.run.refresh_from_db()
-                late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": cost}
-                late_usage_recorded.send(sender=Run, run=self.run, usage=late)
-            raise _Stopped  # the late usage stays recorded
+            raise _Stopped  # the late usage is recorded
         self.history.append(message)
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,
@@ -337,15 +332,24 @@ class _Loop:
 
 # One step, one statement: the ledger's CTEs, then the counters of the run and its ancestors,
 # then the transcript rows, written only if the run is still this attempt's (`ours`).
+# Everything hangs on `ours`: the run's own counters are updated only while it is still this
+# attempt's (re-checked on the row as it is when the update takes its lock, so a reaper that
+# committed meanwhile wins), and the ledger, rollups, ancestors and transcript are written only
+# if that update was. A late response writes nothing here; _write_late_step records it.
 _STEP_SQL = """
-WITH {ledger},
-counted AS (
+WITH ours AS (
     UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
         cost = cost + %s, tool_calls = tool_calls + %s
-    WHERE id = ANY(%s::bigint[])
-    RETURNING id, status, attempt
+    WHERE id = %s AND status = %s AND attempt = %s::uuid
+    RETURNING id
 ),
-ours AS (SELECT 1 FROM counted WHERE id = %s AND status = %s AND attempt = %s::uuid),
+{ledger},
+ancestors AS (
+    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
+        cost = cost + %s, tool_calls = tool_calls + %s
+    WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM ours)
+    RETURNING 1
+),
 transcript AS (
     INSERT INTO {transcript} (run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name,
         is_error, created_at)
@@ -361,15 +365,18 @@ SELECT EXISTS (SELECT 1 FROM ours)
 
 
 def _write_step_sql(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
-    """One step in one statement (PostgreSQL): the ledger's CTEs (accounting.ledger), the counters
-    of the run and its ancestors, and the transcript rows, the latter only if the run is still
-    this attempt's. Autocommit makes the statement its own transaction. Returns whether it was."""
-    ledger_ctes, params = ledger.usage_ctes(**usage)
+    """One step in one statement (PostgreSQL), if the run is still this attempt's: the ledger's
+    CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows.
+    Autocommit makes the statement its own transaction. Returns whether it was written; a late
+    response writes nothing here (see record_response)."""
+    ledger_ctes, ledger_params = ledger.usage_ctes(**usage, when="EXISTS (SELECT 1 FROM ours)")
     sql = _STEP_SQL.format(
         ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
     )
-    params += [usage["cost"], tool_calls, [loop.run.pk, *loop.ancestors]]
-    params += [loop.run.pk, Run.Status.RUNNING, loop.attempt, loop.run.pk, usage["at"]]
+    params: list[Any] = [usage["cost"], tool_calls, loop.run.pk, Run.Status.RUNNING, loop.attempt]
+    params += ledger_params
+    params += [usage["cost"], tool_calls, loop.ancestors]
+    params += [loop.run.pk, usage["at"]]
     params += [
         [r.seq for r in rows],
         [r.step for r in rows],
@@ -383,28 +390,46 @@ def _write_step_sql(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: l
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         (on_time,) = cursor.fetchone()
+    if not on_time:
+        _write_late_step(loop, usage, tool_calls)
     return bool(on_time)
 
 
 def _write_step_orm(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
     """The same step with the ORM, in one transaction: the portable path (SQLite)."""
-    counters = {
+    with transaction.atomic():
+        ours = Run.objects.filter(pk=loop.run.pk, status=Run.Status.RUNNING, attempt=loop.attempt)
+        if ours.update(**_counters(usage, tool_calls)) != 1:
+            _write_late_step(loop, usage, tool_calls)
+            return False
+        ledger.record_usage(**usage)
+        if loop.ancestors:
+            Run.objects.filter(pk__in=loop.ancestors).update(**_counters(usage, tool_calls))
+        TranscriptEntry.objects.bulk_create(rows)
+    return True
+
+
+def _write_late_step(loop: _Loop, usage: dict[str, Any], tool_calls: int) -> None:
+    """A response that arrived after the run stopped being this attempt's (reaped while its
+    worker was frozen, or cancelled) still cost money. In one transaction: its ledger entry and
+    rollups, the counters of the run and its ancestors, and `late_usage_recorded`, with which the
+    schedule layer writes its content-free event; so counters, ledger and accounting events agree
+    whatever happens after. Nothing else of the response is kept."""
+    with transaction.atomic():
+        ledger.record_usage(**usage)
+        Run.objects.filter(pk__in=[loop.run.pk, *loop.ancestors]).update(**_counters(usage, tool_calls))
+        loop.run.refresh_from_db()
+        late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": usage["cost"]}
+        late_usage_recorded.send(sender=Run, run=loop.run, usage=late)
+
+
+def _counters(usage: dict[str, Any], tool_calls: int) -> dict[str, Any]:
+    return {
         "steps": F("steps") + 1,
         "model_calls": F("model_calls") + 1,
         "cost": F("cost") + usage["cost"],
         "tool_calls": F("tool_calls") + tool_calls,
     }
-    with transaction.atomic():
-        ledger.record_usage(**usage)
-        ours = Run.objects.filter(pk=loop.run.pk, status=Run.Status.RUNNING, attempt=loop.attempt)
-        on_time = ours.update(**counters) == 1
-        if not on_time:
-            Run.objects.filter(pk=loop.run.pk).update(**counters)
-        if loop.ancestors:
-            Run.objects.filter(pk__in=loop.ancestors).update(**counters)
-        if on_time:
-            TranscriptEntry.objects.bulk_create(rows)
-    return on_time
 
 
 def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:

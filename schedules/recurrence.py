@@ -215,7 +215,7 @@ def normalize(text: str) -> str:
         if char.isnumeric() and not char.isascii():
             raise InvalidRecurrence(f"{char!r} is not a digit cron reads: write numbers with 0-9")
     for pattern, template in _PLAIN_FORMS:
-        match = pattern.match(cleaned)
+        match = pattern.fullmatch(cleaned)
         if not match:
             continue
         parts = match.groupdict()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -78,6 +78,16 @@ QUERY_NAMES = [
     "run_at",
     "_popup",
     "_to_field",
+    "after",
+    "before",
+    "start",
+    "request",
+    "check",
+    "confirm",
+    "cancel",
+    "message",
+    "edit",
+    "base_revision",
 ]
 _CONVERTER = re.compile(r"<(?:(?P<kind>\w+):)?(?P<name>\w+)>")
 _GROUP = re.compile(r"\(\?P<(?P<name>\w+)>(?P<body>[^)]*)\)")
@@ -153,9 +163,19 @@ def crawl(client: Client, urls: list[str]) -> list[str]:
                     failures.append(f"GET {target[:120]} {headers} -> {response.status_code}")
         if "logout" in url:
             continue  # a POST there signs the crawler out: the rest would only see the login page
-        response = client.post(url, {name: HOSTILE[index % len(HOSTILE)] for name in QUERY_NAMES[:20]})
-        if response.status_code >= 500:
-            failures.append(f"POST {url[:120]} -> {response.status_code}")
+        # The same values decoded, as a browser would send them: a real NUL, real non-ASCII digits.
+        value = unquote_to_bytes(HOSTILE[index % len(HOSTILE)]).decode("utf-8", "surrogateescape")
+        value = value.encode("utf-8", "replace").decode("utf-8", "replace")
+        body = {name: value for name in QUERY_NAMES}
+        for kind, response in (
+            ("multipart", client.post(url, body)),
+            (
+                "urlencoded",
+                client.post(url, urlencode(body), content_type="application/x-www-form-urlencoded"),
+            ),
+        ):
+            if response.status_code >= 500:
+                failures.append(f"POST {url[:120]} ({kind}, {value[:8]!r}) -> {response.status_code}")
     return failures
 
 
@@ -207,3 +227,17 @@ def test_the_urls_that_once_answered_500(people, world, who, url, headers):
     client = people[who]
     assert client is not None
     assert client.get(url, headers=headers, follow=True).status_code in (200, 400, 404)
+
+
+@pytest.mark.parametrize("multipart", [True, False], ids=["multipart", "urlencoded"])
+def test_a_nul_in_a_posted_form_is_a_400_not_a_500(people, multipart):
+    client = people["owner"]
+    assert client is not None
+    body = {"agent": "a\x00b", "title": "t", "prompt": "p", "cron": "0 9 * * *", "timezone": "UTC"}
+    if multipart:
+        response = client.post("/schedules/new/", body)
+    else:
+        response = client.post(
+            "/schedules/new/", urlencode(body), content_type="application/x-www-form-urlencoded"
+        )
+    assert response.status_code == 400 and "NUL character" in response.text

@@ -13,14 +13,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def site_url(**env: str) -> str:
-    probe = "import django; django.setup(); from django.conf import settings; print(settings.SITE_URL)"
+    return settings_value("SITE_URL", APP_ENV="development", **env)
+
+
+def settings_value(name: str, **env: str) -> str:
+    """A setting as the settings module reads it from `env`, in a fresh process."""
+    probe = f"import django; django.setup(); from django.conf import settings; print(settings.{name})"
     result = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=ROOT,
         env={
             "PATH": "/usr/bin:/bin",
             "DJANGO_SETTINGS_MODULE": "config.settings",
-            "APP_ENV": "development",
             **env,
         },
         capture_output=True,

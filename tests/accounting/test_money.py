@@ -18,6 +18,8 @@ from config import env
 
 HOSTILE = [
     "5_0",
+    "5\n",  # a `$` anchor matches before a final newline
+    "5.00\n",
     "5E+0",
     "5e2",
     "\u0665.\u0660\u0660",

@@ -31,6 +31,11 @@ pytestmark = pytest.mark.django_db
         ("2002:a00:1::", "private or reserved"),  # 6to4 of 10.0.0.1
         ("::a00:1", "private or reserved"),  # IPv4-compatible 10.0.0.1
         ("::127.0.0.1", "private or reserved"),
+        ("::ffff:0:7f00:1", "private or reserved"),  # IPv4-translated 127.0.0.1 (SIIT)
+        ("::ffff:0:808:808", ""),  # IPv4-translated 8.8.8.8
+        ("64:ff9b:1::a00:1", "private or reserved"),  # local-use NAT64: the operator's network
+        ("224.0.0.1", "multicast"),
+        ("ff0e::1", "multicast"),  # global-scope IPv6 multicast
     ],
 )
 def test_every_form_of_a_private_address_is_refused(address, problem):
@@ -47,6 +52,8 @@ def test_every_form_of_a_private_address_is_refused(address, problem):
         ("https://example.com\t/hook", "non-printable"),
         ("ftp://example.com/hook", "absolute https:// URL"),
         ("https://user:pw@example.com/hook", "user name or password"),
+        ("https://example.com:99999/hook", "port outside 1-65535"),
+        ("https://example.com:0/hook", "port outside 1-65535"),
     ],
 )
 def test_a_webhook_url_that_could_not_be_sent_is_refused_when_saved(owner, url, reason):

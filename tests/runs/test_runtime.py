@@ -390,7 +390,7 @@ def test_one_step_is_one_round_trip_on_postgresql(owner, step_write, django_asse
     with CaptureQueriesContext(connection) as queries:
         run = execute(owner, make_wire_agent(OPENAI), provider)
     assert run.status == "completed" and run.steps == 3
-    writes = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().startswith("WITH ledger_entry")]
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().startswith("WITH ours AS")]
     assert len(writes) == run.steps
     checks = [
         q for q in queries.captured_queries if 'FROM "runs_run"' in q["sql"] and "SELECT" in q["sql"][:12]

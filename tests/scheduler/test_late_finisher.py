@@ -40,6 +40,9 @@ def test_a_worker_frozen_past_its_lease_is_reaped_and_its_late_call_is_still_acc
         return Run.objects.filter(status="running", heartbeat_at__isnull=False).first()
 
     run = wait_for(running, timeout=30)
+    # Well inside the 4 s provider call (a freeze before the request is sent would rightly spend
+    # nothing: the woken worker sees the run reaped and stops before asking).
+    time.sleep(1.0)
     os.killpg(worker.pid, signal.SIGSTOP)  # frozen inside the provider call
     try:
         time.sleep(settings.RUN_LEASE_SECONDS + 1.5)

@@ -14,14 +14,14 @@ import os
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import reverse
 
 from runs.models import Agent, AgentCredentialChange
 from schedules import notifications, tokens
-from schedules.models import ApiToken
+from schedules.models import ApiToken, Schedule
 from tests.factories import fail, make_agent, make_schedule, make_user, materialize
 
 pytestmark = pytest.mark.django_db
@@ -312,3 +312,144 @@ def test_a_stored_forbidden_key_setting_fails_the_run_before_anything_is_sent(ow
     assert (run.status, run.error_class) == ("failed", "ProviderPermanentError")
     assert "api_key_setting must match" in run.failure_message
     assert provider.bodies == []
+
+
+# -- powers used by POST: actions, and the user and group forms -----------------------------------
+
+
+def powers() -> dict[str, object]:
+    """Everything a POST beyond one's permission could change: who holds which power, which
+    tokens exist, schedules' states, agents' credentials, and how many rows each model has."""
+    return {
+        "superusers": set(User.objects.filter(is_superuser=True).values_list("username", flat=True)),
+        "staff": set(User.objects.filter(is_staff=True).values_list("username", flat=True)),
+        "grants": set(User.user_permissions.through.objects.values_list("user_id", "permission_id")),
+        "group_grants": set(Group.permissions.through.objects.values_list("group_id", "permission_id")),
+        "tokens": {
+            (u, tuple(scopes), at)
+            for u, scopes, at in ApiToken.objects.values_list("user_id", "scopes", "revoked_at")
+        },
+        "schedules": set(Schedule.objects.values_list("pk", "status")),
+        "agents": set(
+            Agent.objects.values_list("pk", "provider", "base_url", "api_key_setting", "is_active")
+        ),
+        "rows": {m._meta.label: m._default_manager.count() for m in admin_models()},
+    }
+
+
+def may_act(permission: Permission, model: type, action: str) -> bool:
+    """Whether holding `permission` allows running admin `action` on `model` at all."""
+    codename, opts = permission.codename, model._meta
+    if action in ("pause", "resume"):
+        return codename == "pin_revision" and opts.label == "schedules.Schedule"
+    same_model = (permission.content_type.app_label, permission.content_type.model) == (
+        opts.app_label,
+        opts.model_name,
+    )
+    needed = "delete" if action == "delete_selected" else "change"
+    return same_model and codename.split("_", 1)[0] == needed
+
+
+@pytest.mark.parametrize("app_label", ["accounting", "runs", "schedules", "auth", "django_q"])
+def test_staff_with_one_permission_run_no_admin_action_beyond_it(world, admin_user, app_label):
+    from django.test import RequestFactory
+
+    everyone = RequestFactory().get("/")
+    everyone.user = admin_user
+    problems = []
+    for permission in permissions(app_label):
+        client = staff_with(permission)
+        for model in admin_models():
+            first = model._default_manager.order_by("pk").first()
+            if first is None:
+                continue
+            opts = model._meta
+            changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+            for action in admin.site._registry[model].get_actions(everyone):
+                if may_act(permission, model, action):
+                    continue
+                before = powers()
+                client.post(changelist, {"action": action, "_selected_action": [first.pk], "post": "yes"})
+                if powers() != before:
+                    problems.append(f"{permission.codename} ran {action} on {opts.label}")
+    assert problems == []
+
+
+def _staff_user(*codenames: str) -> tuple[User, Client]:
+    staff = make_user("almost-admin", staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client(raise_request_exception=False)
+    client.force_login(User.objects.get(pk=staff.pk))
+    return staff, client
+
+
+def _user_form(user: User, **changes: object) -> dict[str, object]:
+    return {
+        "username": user.username,
+        "first_name": "",
+        "last_name": "",
+        "email": "",
+        "is_active": "on",
+        "last_login_0": "",
+        "last_login_1": "",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        **changes,
+    }
+
+
+def test_change_user_alone_cannot_make_anyone_superuser_or_grant_permissions(admin_user):
+    staff, client = _staff_user("change_user", "view_user")
+    pin = Permission.objects.get(codename="pin_revision")
+    response = client.post(
+        reverse("admin:auth_user_change", args=[staff.pk]),
+        _user_form(staff, is_superuser="on", is_staff="on", user_permissions=[pin.pk], email="me@x.org"),
+    )
+    assert response.status_code == 302
+    staff.refresh_from_db()
+    assert staff.email == "me@x.org"  # what change_user is for
+    assert not staff.is_superuser and not staff.user_permissions.filter(pk=pin.pk).exists()
+
+
+def test_change_user_alone_cannot_touch_a_superuser_or_set_someone_elses_password(owner, admin_user):
+    staff, client = _staff_user("change_user", "view_user")
+    new = {"password1": "a fresh horse battery 42", "password2": "a fresh horse battery 42"}
+    for target in (admin_user, owner):
+        response = client.post(reverse("admin:auth_user_password_change", args=[target.pk]), new)
+        assert response.status_code == 403
+        target.refresh_from_db()
+        assert not target.check_password(new["password1"])
+    response = client.post(
+        reverse("admin:auth_user_change", args=[admin_user.pk]), _user_form(admin_user, email="x@x.org")
+    )
+    assert response.status_code == 403
+    admin_user.refresh_from_db()
+    assert admin_user.email != "x@x.org"
+    # Their own password stays theirs to change.
+    response = client.post(reverse("admin:auth_user_password_change", args=[staff.pk]), new)
+    assert response.status_code == 302
+
+
+def test_change_group_alone_cannot_add_a_permission_to_a_group(admin_user):
+    staff, client = _staff_user("change_group", "view_group")
+    group = Group.objects.create(name="operators")
+    staff.groups.add(group)
+    pin = Permission.objects.get(codename="pin_revision")
+    response = client.post(
+        reverse("admin:auth_group_change", args=[group.pk]), {"name": "operators", "permissions": [pin.pk]}
+    )
+    assert response.status_code == 302
+    assert not group.permissions.exists()
+    assert not User.objects.get(pk=staff.pk).has_perm("schedules.pin_revision")
+
+
+def test_a_superuser_still_grants(owner, admin_user):
+    client = Client()
+    client.force_login(admin_user)
+    pin = Permission.objects.get(codename="pin_revision")
+    response = client.post(
+        reverse("admin:auth_user_change", args=[owner.pk]),
+        _user_form(owner, is_staff="on", user_permissions=[pin.pk]),
+    )
+    assert response.status_code == 302
+    assert User.objects.get(pk=owner.pk).has_perm("schedules.pin_revision")

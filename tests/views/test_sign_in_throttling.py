@@ -70,3 +70,44 @@ def test_the_admin_sign_in_is_throttled_too(settings):
     for _ in range(settings.AXES_FAILURE_LIMIT):
         sign_in(Client(), "ada", "wrong", path="/admin/login/")
     assert sign_in(Client(), "ada", PASSWORD, path="/admin/login/").status_code == 429
+
+
+def behind_the_proxy(client: Client, username: str, password: str, *, client_address: str, forged: str = ""):
+    """A sign-in through one TLS-terminating proxy on 127.0.0.1, which appends what it saw."""
+    chain = f"{forged}, {client_address}" if forged else client_address
+    return client.post(
+        "/login/",
+        {"username": username, "password": password},
+        REMOTE_ADDR="127.0.0.1",
+        HTTP_X_FORWARDED_FOR=chain,
+    )
+
+
+def test_behind_a_proxy_one_guesser_locks_only_their_own_address(settings):
+    settings.TRUSTED_PROXY_COUNT = 1
+    make_user("olga")
+    guesser = Client()
+    for index in range(settings.AXES_FAILURE_LIMIT):
+        behind_the_proxy(guesser, f"guess{index}", "wrong", client_address="203.0.113.7")
+    assert behind_the_proxy(guesser, "olga", PASSWORD, client_address="203.0.113.7").status_code == 429
+    # Everyone else comes through the same proxy address, and signs in.
+    assert behind_the_proxy(Client(), "olga", PASSWORD, client_address="198.51.100.9").status_code == 302
+
+
+def test_a_forged_forwarded_for_does_not_escape_the_lock(settings):
+    settings.TRUSTED_PROXY_COUNT = 1
+    make_user("olga")
+    guesser = Client()
+    for index in range(settings.AXES_FAILURE_LIMIT):
+        behind_the_proxy(
+            guesser, f"guess{index}", "wrong", client_address="203.0.113.7", forged=f"10.0.0.{index}"
+        )
+    blocked = behind_the_proxy(guesser, "olga", PASSWORD, client_address="203.0.113.7", forged="10.9.9.9")
+    assert blocked.status_code == 429  # the proxy's own hop is what counts, not what the client wrote
+
+
+def test_production_trusts_one_proxy_by_default():
+    from tests.test_site_url import PRODUCTION, settings_value
+
+    assert settings_value("TRUSTED_PROXY_COUNT", **PRODUCTION, SITE_URL="https://s.example.com") == "1"
+    assert settings_value("TRUSTED_PROXY_COUNT", APP_ENV="development") == "0"

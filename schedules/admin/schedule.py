@@ -1,18 +1,13 @@
-"""The Django admin, reading like the dashboard: statuses and failures in words, limits as a table,
-revisions numbered with their diffs, and every time in one zone, UTC (the admin's TIME_ZONE).
-Explicit revisions (pin) and decisions on revision requests are extra pages (get_urls +
-admin_view) that call the services."""
+"""Schedules in the admin, reading like the dashboard: status and the last run's failure in
+words, limits as a table, revisions numbered with their diffs; read-only, except for the pin page
+(an explicit revision, get_urls + admin_view) and the pause and resume actions, which call the
+services."""
 
 from __future__ import annotations
 
-import zoneinfo
-from datetime import datetime
 from typing import Any
 
-from django import forms
-from django.apps import apps
 from django.contrib import admin, messages
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -23,18 +18,13 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from accounting.admin import BigTableAdmin, ChoicesFilter, ReadOnlyAdmin
-from accounting.formatting import local_text, money_text
+from accounting.admin import BigTableAdmin, ChoicesFilter
 from runs.admin import ProviderFilter
 from runs.failures import ERROR_CLASS_WORDS, Failure, Reason
-from runs.limits import LIMIT_LABELS
-from schedules import selectors, services, tokens
-from schedules.forms import FAILURE_LIMIT_LABEL, DeclineForm, PinRevisionForm
+from schedules import selectors, services
+from schedules.admin.common import REVISIONS_SHOWN, labelled, utc_text
+from schedules.forms import PinRevisionForm
 from schedules.models import (
-    ApiToken,
-    NotificationAttempt,
-    NotificationSettings,
-    Occurrence,
     PauseEvent,
     RevisionRequest,
     Schedule,
@@ -42,40 +32,6 @@ from schedules.models import (
     revision_snapshot,
 )
 from schedules.selectors import Change, diff
-
-UTC = zoneinfo.ZoneInfo("UTC")
-REVISIONS_SHOWN = 20
-FIELD_LABELS = {**LIMIT_LABELS, "max_consecutive_failures": FAILURE_LIMIT_LABEL}
-
-
-def utc_text(moment: datetime | None, style: str = "full") -> str:
-    """Every admin time in one zone: "2 Dec 2026, 08:07 UTC"."""
-    return local_text(moment, UTC, style) if moment else "—"
-
-
-def show_task_queue_read_only(site: admin.AdminSite) -> None:
-    """Replace django-q2's admin, which edits a task's function and arguments and resubmits
-    tasks outside our admission path, with read-only views of its periodic tasks and failures.
-    The models come from the app registry: django_q is imported only by the tasks modules."""
-    for name in ("Schedule", "Success", "Failure", "OrmQ"):
-        model = apps.get_model("django_q", name)
-        if site.is_registered(model):
-            site.unregister(model)
-    site.register(
-        apps.get_model("django_q", "Schedule"),
-        type(
-            "QueueScheduleAdmin",
-            (ReadOnlyAdmin,),
-            {"list_display": ("name", "func", "schedule_type", "minutes", "next_run", "repeats")},
-        ),
-    )
-    site.register(
-        apps.get_model("django_q", "Failure"),
-        type("QueueFailureAdmin", (ReadOnlyAdmin,), {"list_display": ("name", "func", "started", "stopped")}),
-    )
-
-
-show_task_queue_read_only(admin.site)
 
 
 # SPEC §6: an admin, who may pause and resume anyone's schedule, is staff with the pin permission.
@@ -265,7 +221,7 @@ class ScheduleAdmin(BigTableAdmin):
             {
                 "revision": revision,
                 "when": utc_text(revision.created_at),
-                "changes": _labelled(diff(revision_snapshot(revisions[i + 1]), revision_snapshot(revision)))
+                "changes": labelled(diff(revision_snapshot(revisions[i + 1]), revision_snapshot(revision)))
                 if i + 1 < len(revisions)
                 else [],
                 "first": revision.number == 1,
@@ -435,325 +391,6 @@ def _pin(
     return services.pin_revision(schedule, form.parsed, by=by, via="admin", expected_number=expected_number)
 
 
-def _labelled(changes: list[Change]) -> list[Change]:
-    """A diff with people's names for the limit fields ("Max cost (USD)")."""
-    return [
-        Change(FIELD_LABELS.get(c.field, c.field.replace("_", " ").capitalize()), c.old, c.new)
-        for c in changes
-    ]
-
-
-class RequestStateFilter(admin.SimpleListFilter):
-    """Open requests by default: the queue an admin works through, oldest first."""
-
-    title = "state"
-    parameter_name = "state"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [*RevisionRequest.State.choices, ("all", "All")]
-
-    def choices(self, changelist: Any) -> Any:
-        for value, title in self.lookup_choices:
-            yield {
-                "selected": (self.value() or RevisionRequest.State.OPEN) == value,
-                "query_string": changelist.get_query_string({self.parameter_name: value}),
-                "display": title,
-            }
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value() or RevisionRequest.State.OPEN
-        return queryset if value == "all" else queryset.filter(state=value)
-
-
-@admin.register(RevisionRequest)
-class RevisionRequestAdmin(BigTableAdmin):
-    """Owners' requests for new limits: a queue, oldest first. Deciding is pinning (the pin page,
-    prefilled from the request) or declining with a reason; both need the pin permission."""
-
-    list_display = ("request", "owner", "asks_for", "state_words", "decided")
-    list_display_links = ("request",)
-    list_select_related = ("schedule__owner", "requested_by", "decided_by", "revision")
-    list_filter = (RequestStateFilter,)
-    ordering = ("created_at", "id")
-    search_fields = ("schedule__title",)
-    fields = (
-        "schedule_link",
-        "owner",
-        "asked",
-        "state_words",
-        "decided",
-        "limits_compared",
-        "reason",
-        "decision",
-    )
-    readonly_fields = fields
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[RevisionRequest]:
-        requests: QuerySet[RevisionRequest] = super().get_queryset(request)
-        return requests.select_related("schedule__current_revision", "schedule__owner")  # for str()
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # owners ask on their schedule's page or through the API
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # decided through the pin and decline pages, never edited
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    @admin.display(description="request", ordering="created_at")
-    def request(self, obj: RevisionRequest) -> SafeString:
-        return format_html(
-            '{}<span class="row-detail">asked {}</span>',
-            obj.schedule.title,
-            utc_text(obj.created_at, "short"),
-        )
-
-    @admin.display(description="owner")
-    def owner(self, obj: RevisionRequest) -> str:
-        return str(obj.schedule.owner)
-
-    @admin.display(description="asks for")
-    def asks_for(self, obj: RevisionRequest) -> str:
-        limits = obj.run_limits
-        return (
-            f"{money_text(limits.max_cost)} per run (reserve {money_text(limits.synthesis_reserve_cost)}), "
-            f"{limits.max_steps} steps, failure limit {obj.max_consecutive_failures}"
-        )
-
-    @admin.display(description="state", ordering="state")
-    def state_words(self, obj: RevisionRequest) -> SafeString:
-        return format_html('<span class="status status--{}">{}</span>', obj.state, obj.get_state_display())
-
-    @admin.display(description="decided (UTC)")
-    def decided(self, obj: RevisionRequest) -> str:
-        if obj.decided_at is None:
-            return "—"
-        who = obj.decided_by.get_username() if obj.decided_by else "an admin"
-        pinned = f" as revision {obj.revision.number}" if obj.revision else ""
-        return f"{obj.get_state_display()}{pinned} by {who}, {utc_text(obj.decided_at, 'short')}"
-
-    @admin.display(description="schedule")
-    def schedule_link(self, obj: RevisionRequest) -> SafeString:
-        url = reverse("admin:schedules_schedule_change", args=[obj.schedule_id])
-        return format_html('<a href="{}">{}</a>', url, obj.schedule.title)
-
-    @admin.display(description="asked (UTC)")
-    def asked(self, obj: RevisionRequest) -> str:
-        who = obj.requested_by.get_username() if obj.requested_by else "a deleted user"
-        return f"{utc_text(obj.created_at)} by {who} via {obj.via}, against revision {obj.base_revision}"
-
-    @admin.display(description="limits")
-    def limits_compared(self, obj: RevisionRequest) -> SafeString:
-        current = obj.schedule.revision
-        changes = _labelled(
-            diff(
-                revision_snapshot(current),
-                {
-                    **revision_snapshot(current),
-                    **obj.limits,
-                    "max_consecutive_failures": obj.max_consecutive_failures,
-                },
-            )
-        )
-        return render_to_string(
-            "admin/schedules/_limits_table.html",
-            {
-                "limits": obj.run_limits,
-                "failure_limit": obj.max_consecutive_failures,
-                "changes": changes,
-                "current": current,
-            },
-        )
-
-    @admin.display(description="decision")
-    def decision(self, obj: RevisionRequest) -> str:
-        if obj.state == RevisionRequest.State.DECLINED:
-            return f"Declined: {obj.decline_reason}"
-        if obj.revision is not None:
-            return f"Pinned as revision {obj.revision.number}: {obj.revision.reason}"
-        return "Open: review and pin it, or decline it with a reason (the owner is told either way)."
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        extra = {**(extra_context or {}), "can_pin": request.user.has_perm(services.PIN_PERMISSION)}
-        return super().change_view(request, object_id, form_url, extra_context=extra)
-
-    def get_urls(self) -> list[URLPattern]:
-        decline = path(
-            "<int:object_id>/decline/",
-            self.admin_site.admin_view(self.decline_view),
-            name="schedules_revisionrequest_decline",
-        )
-        return [decline, *super().get_urls()]
-
-    def decline_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
-        """Decline an open request with a reason the owner is told. Only with the pin permission."""
-        if not request.user.has_perm(services.PIN_PERMISSION):
-            raise PermissionDenied
-        asked = get_object_or_404(
-            RevisionRequest.objects.select_related("schedule", "requested_by"), pk=object_id
-        )
-        back = redirect(reverse("admin:schedules_revisionrequest_change", args=[asked.pk]))
-        if not asked.is_open:
-            self.message_user(request, f"That request was already {asked.state}.", messages.WARNING)
-            return back
-        form = DeclineForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            try:
-                services.decline_request(asked, form.parsed, by=request.user, via="admin")  # type: ignore[arg-type]
-            except services.RequestDecided as exc:
-                self.message_user(
-                    request, f"The request was {exc.request.state} meanwhile.", messages.WARNING
-                )
-                return back
-            self.message_user(
-                request, f"Declined the request for “{asked.schedule.title}”; the owner is told."
-            )
-            return back
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": f"Decline the request for “{asked.schedule.title}”",
-            "asked": asked,
-            "asked_when": utc_text(asked.created_at),
-            "form": form,
-        }
-        return TemplateResponse(request, "admin/schedules/revisionrequest/decline.html", context)
-
-
-@admin.register(ScheduleRevision)
-class ScheduleRevisionAdmin(ReadOnlyAdmin):
-    list_display = (
-        "schedule",
-        "number",
-        "created_at",
-        "path",
-        "via",
-        "created_by",
-        "max_consecutive_failures",
-    )
-    list_select_related = ("schedule", "created_by")
-    list_filter = ("path",)
-    ordering = ("-id",)
-
-
-@admin.register(Occurrence)
-class OccurrenceAdmin(ReadOnlyAdmin):
-    list_display = ("schedule", "scheduled_for", "outcome", "revision", "run")
-    list_select_related = ("schedule", "revision", "run")
-    list_filter = ("outcome",)
-    ordering = ("-id",)
-
-
-@admin.register(PauseEvent)
-class PauseEventAdmin(ReadOnlyAdmin):
-    list_display = (
-        "created_at",
-        "schedule",
-        "action",
-        "reason",
-        "actor",
-        "failures_at_event",
-        "failure_limit",
-        "run_id",
-    )
-    list_select_related = ("schedule", "actor")
-    list_filter = ("action", "reason")
-    ordering = ("-id",)
-
-
-class ApiTokenForm(forms.ModelForm):  # type: ignore[type-arg]
-    """A new token: for yourself (a superuser may choose anyone), with scopes its user holds."""
-
-    scopes = forms.MultipleChoiceField(choices=ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple)
-
-    class Meta:
-        model = ApiToken
-        fields = ("user", "name", "scopes")
-
-    by: Any = None  # who is asking; set per request by ApiTokenAdmin.get_form
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        if cleaned.get("user") is not None and cleaned.get("scopes"):
-            try:
-                tokens.check_token_request(cleaned["user"], list(cleaned["scopes"]), by=self.by)
-            except (tokens.InvalidScopes, tokens.NotYours) as exc:
-                self.add_error("scopes" if isinstance(exc, tokens.InvalidScopes) else "user", str(exc))
-        return cleaned
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ("name", "user", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
-    list_select_related = ("user",)
-    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
-    actions = ["revoke"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
-        """Your own tokens; a superuser sees everyone's."""
-        tokens_ = super().get_queryset(request)
-        return tokens_ if request.user.is_superuser else tokens_.filter(user_id=request.user.pk)
-
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
-        if obj is None:
-            kwargs["form"] = ApiTokenForm
-        form = super().get_form(request, obj, change=change, **kwargs)
-        form.by = request.user  # type: ignore[attr-defined]  # a class made for this request
-        return form
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "user" and not request.user.is_superuser:
-            kwargs["queryset"] = User.objects.filter(pk=request.user.pk or 0)
-            kwargs["initial"] = request.user.pk
-            kwargs["help_text"] = "A token is yours; only a superuser may create one for another user."
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        if obj is None:
-            return ("user", "name", "scopes")
-        return ("user", "name", "scopes", "prefix", "created_at", "last_used_at", "revoked_at")
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        if obj is None:
-            return ()
-        return ("user", "name", "scopes", "prefix", "created_at", "last_used_at", "revoked_at")
-
-    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
-        if change:
-            return
-        token, secret = tokens.create_api_token(
-            form.cleaned_data["user"],
-            name=form.cleaned_data["name"],
-            scopes=form.cleaned_data["scopes"],
-            by=request.user,  # type: ignore[arg-type]
-        )
-        obj.pk = token.pk
-        obj.refresh_from_db()
-        messages.warning(
-            request, f"Copy this token now; it is not stored and will not be shown again: {secret}"
-        )
-
-    def response_add(
-        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
-    ) -> HttpResponse:
-        return self.response_post_save_add(request, obj)
-
-    @admin.action(description="Revoke selected tokens")
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        revoked = sum(tokens.revoke_api_token(token) for token in queryset)
-        self.message_user(request, f"Revoked {revoked} token(s).")
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # revoke instead, so last use stays visible
-
-
 def _rebased(form: PinRevisionForm, current: ScheduleRevision) -> PinRevisionForm:
     data = {name: form.data.get(name, "") for name in form.fields}
     data["base_revision"] = str(current.number)
@@ -769,40 +406,4 @@ def _pin_diff(current: ScheduleRevision, form: PinRevisionForm) -> list[Change]:
         **form.parsed.limits.to_json(),
         "max_consecutive_failures": form.parsed.max_consecutive_failures,
     }
-    return _labelled(diff(revision_snapshot(current), proposed))
-
-
-@admin.register(NotificationSettings)
-class NotificationSettingsAdmin(ReadOnlyAdmin):
-    """Owners set their channels (the URL rules and the signing secret live on their settings
-    page); here they are visible."""
-
-    list_display = ("owner", "email_enabled", "webhook_enabled", "webhook_url", "webhook_disabled_at")
-    list_select_related = ("owner",)
-    # The signing secret is the owner's: never shown here, rotated from the owner's settings page.
-    fields = (
-        "owner",
-        "email_enabled",
-        "webhook_enabled",
-        "webhook_url",
-        "webhook_failures",
-        "webhook_disabled_at",
-        "webhook_disabled_reason",
-    )
-
-
-@admin.register(NotificationAttempt)
-class NotificationAttemptAdmin(ReadOnlyAdmin):
-    list_display = (
-        "created_at",
-        "owner",
-        "schedule",
-        "channel",
-        "attempt",
-        "outcome",
-        "http_status",
-        "is_test",
-    )
-    list_select_related = ("owner", "schedule")
-    list_filter = ("channel", "outcome", "is_test")
-    show_full_result_count = False
+    return labelled(diff(revision_snapshot(current), proposed))
