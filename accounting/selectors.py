@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
+from zoneinfo import ZoneInfo
 
-from django.db.models import Sum
+from django.core.cache import cache
+from django.db.models import QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest
 from django.utils import timezone
@@ -168,10 +170,13 @@ def daily_spend(
     owner_id: int, tz: str, *, days: int = 30, top: int = 5, now: datetime | None = None
 ) -> SpendChart:
     """Spend per day (owner's zone) for the last `days` days, stacked by the `top` schedules that
-    spent most, the other schedules, and interactive runs (two queries over the rollups).
+    spent most, the other schedules, and interactive runs (two or three queries over the rollups).
 
     The leaders are ranked by their spend in the UTC months the window touches (month rollups:
-    one row per schedule and month, however busy); the bars themselves are exact per local day."""
+    one row per schedule and month, however busy); the bars themselves are exact per local day.
+    A local day is an exact sum of quarter-hours, up to 96 rows per key and day; the days before
+    today no longer change (spend is recorded when it happens), so they are read once per key and
+    kept in the cache for PAST_DAYS_SECONDS, and a page reads only today's quarters."""
     zone = owner_zone(tz)
     today = (now or timezone.now()).astimezone(zone).date()
     first = today - timedelta(days=days - 1)
@@ -184,8 +189,53 @@ def daily_spend(
         .order_by("-total", "key")
         .values_list("key", flat=True)[:top]
     )
-    rows = (
-        mine.filter(key__in=[rollups.ALL, rollups.INTERACTIVE, *leaders])
+    keys = [rollups.ALL, rollups.INTERACTIVE, *leaders]
+    today_start = day_bounds(today, zone)[0]
+    amounts = _past_days(owner_id, zone, keys, first, today)
+    for day, per_key in _days_by_key(mine, zone, keys, today_start, end).items():
+        amounts[day].update(per_key)
+    for per_key in amounts.values():  # "other schedules": what the leaders and interactive leave
+        rest = per_key.pop(rollups.ALL, ZERO) - sum(per_key.values(), ZERO)
+        if rest > 0:
+            per_key[OTHER] = rest
+    return _layout(first, days, [int(k) for k in leaders], amounts)
+
+
+PAST_DAYS_SECONDS = 300
+
+
+def _past_days(
+    owner_id: int, zone: ZoneInfo, keys: list[int], first: date, today: date
+) -> defaultdict[date, dict[int, Decimal]]:
+    """Each key's spend per local day from `first` to yesterday: from the cache, else read for the
+    keys it lacks (one query) and kept. Keyed by owner, zone and the day it was read on, so a
+    change of zone or of day reads afresh."""
+    names = {key: f"spend-days:{owner_id}:{zone.key}:{first}:{today}:{key}" for key in keys}
+    cached: dict[str, dict[date, Decimal]] = cache.get_many(list(names.values()))
+    missing = [key for key in keys if names[key] not in cached]
+    if missing:
+        start, end = day_bounds(first, zone)[0], day_bounds(today, zone)[0]
+        read = _days_by_key(SpendRollup.objects.filter(owner_id=owner_id), zone, missing, start, end)
+        fresh = {
+            names[key]: {day: per_key[key] for day, per_key in read.items() if key in per_key}
+            for key in missing
+        }
+        cache.set_many(fresh, PAST_DAYS_SECONDS)
+        cached.update(fresh)
+    amounts: defaultdict[date, dict[int, Decimal]] = defaultdict(dict)
+    for key in keys:
+        for day, amount in cached[names[key]].items():
+            amounts[day][key] = amount
+    return amounts
+
+
+def _days_by_key(
+    rows: QuerySet[SpendRollup], zone: ZoneInfo, keys: list[int], start: datetime, end: datetime
+) -> defaultdict[date, dict[int, Decimal]]:
+    """The keys' quarter-hours in [start, end), summed per local day (one query)."""
+    found: defaultdict[date, dict[int, Decimal]] = defaultdict(dict)
+    summed = (
+        rows.filter(key__in=keys)
         .filter(rollups.quarters(start, end))
         .annotate(day=TruncDate("start", tzinfo=zone))
         .values("day", "key")
@@ -193,14 +243,9 @@ def daily_spend(
         .values_list("day", "key", "total")
         .order_by()
     )
-    amounts: dict[date, dict[int, Decimal]] = defaultdict(dict)
-    for day, key, total in rows:
-        amounts[day][int(key)] = total or ZERO
-    for per_key in amounts.values():  # "other schedules": what the leaders and interactive leave
-        rest = per_key.pop(rollups.ALL, ZERO) - sum(per_key.values(), ZERO)
-        if rest > 0:
-            per_key[OTHER] = rest
-    return _layout(first, days, [int(k) for k in leaders], amounts)
+    for day, key, total in summed:
+        found[day][int(key)] = total or ZERO
+    return found
 
 
 def _layout(

@@ -19,6 +19,14 @@ def _fast_settings(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache() -> None:
+    # The budget chart keeps past days in the cache; ids repeat across tests (reset sequences).
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def owner(db: None) -> User:
     return factories.make_user("olga", tz="Europe/Riga")

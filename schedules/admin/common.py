@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import datetime
+from typing import Any
 
 from django.apps import apps
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 
 from accounting.admin import ReadOnlyAdmin
 from accounting.formatting import local_text
 from runs.limits import LIMIT_LABELS
+from schedules import services
 from schedules.forms import FAILURE_LIMIT_LABEL
 from schedules.selectors import Change
 
@@ -56,3 +59,20 @@ def labelled(changes: list[Change]) -> list[Change]:
         Change(FIELD_LABELS.get(c.field, c.field.replace("_", " ").capitalize()), c.old, c.new)
         for c in changes
     ]
+
+
+class PinLinks:
+    """Change pages that offer the pin page's links only to staff with the pin permission."""
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {**(extra_context or {}), "can_pin": request.user.has_perm(services.PIN_PERMISSION)}
+        response: HttpResponse = super().change_view(  # type: ignore[misc]
+            request, object_id, form_url, extra_context=extra
+        )
+        return response

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from accounting.admin import BigTableAdmin
 from accounting.formatting import money_text
 from schedules import services
-from schedules.admin.common import labelled, utc_text
+from schedules.admin.common import PinLinks, labelled, utc_text
 from schedules.forms import DeclineForm
 from schedules.models import (
     RevisionRequest,
@@ -52,7 +52,7 @@ class RequestStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(RevisionRequest)
-class RevisionRequestAdmin(BigTableAdmin):
+class RevisionRequestAdmin(PinLinks, BigTableAdmin):
     """Owners' requests for new limits: a queue, oldest first. Deciding is pinning (the pin page,
     prefilled from the request) or declining with a reason; both need the pin permission."""
 
@@ -159,16 +159,6 @@ class RevisionRequestAdmin(BigTableAdmin):
         if obj.revision is not None:
             return f"Pinned as revision {obj.revision.number}: {obj.revision.reason}"
         return "Open: review and pin it, or decline it with a reason (the owner is told either way)."
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        extra = {**(extra_context or {}), "can_pin": request.user.has_perm(services.PIN_PERMISSION)}
-        return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def get_urls(self) -> list[URLPattern]:
         decline = path(

@@ -5,6 +5,7 @@ services."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -22,7 +23,7 @@ from accounting.admin import BigTableAdmin, ChoicesFilter
 from runs.admin import ProviderFilter
 from runs.failures import ERROR_CLASS_WORDS, Failure, Reason
 from schedules import selectors, services
-from schedules.admin.common import REVISIONS_SHOWN, labelled, utc_text
+from schedules.admin.common import REVISIONS_SHOWN, PinLinks, labelled, utc_text
 from schedules.forms import PinRevisionForm
 from schedules.models import (
     PauseEvent,
@@ -37,13 +38,7 @@ from schedules.selectors import Change, diff
 # SPEC §6: an admin, who may pause and resume anyone's schedule, is staff with the pin permission.
 @admin.action(description="Pause selected schedules", permissions=["pin"])
 def pause(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-    done = 0
-    for schedule in queryset:
-        try:
-            services.pause_schedule(schedule, by=request.user)  # type: ignore[arg-type]
-            done += 1
-        except services.NotActive:
-            pass
+    done = _each(queryset, services.pause_schedule, services.NotActive, by=request.user)
     modeladmin.message_user(
         request, f"Paused {done} of {queryset.count()} schedule(s); the rest were not active."
     )
@@ -51,16 +46,25 @@ def pause(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Sc
 
 @admin.action(description="Resume selected schedules (failure counts are kept)", permissions=["pin"])
 def resume(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-    done = 0
-    for schedule in queryset:
-        try:
-            services.resume_schedule(schedule, by=request.user)  # type: ignore[arg-type]
-            done += 1
-        except services.NotPaused:
-            pass
+    done = _each(queryset, services.resume_schedule, services.NotPaused, by=request.user)
     modeladmin.message_user(
         request, f"Resumed {done} of {queryset.count()} schedule(s); the rest were not paused."
     )
+
+
+def _each(
+    queryset: QuerySet[Schedule], transition: Callable[..., Schedule], skipped: type[Exception], *, by: Any
+) -> int:
+    """Apply a status transition to each schedule; those not in its starting state are skipped
+    (the service's compare-and-swap says so). Returns how many changed."""
+    done = 0
+    for schedule in queryset:
+        try:
+            transition(schedule, by=by)
+            done += 1
+        except skipped:
+            pass
+    return done
 
 
 class PauseReasonFilter(ChoicesFilter):
@@ -93,7 +97,7 @@ class LastProviderFilter(ProviderFilter):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(BigTableAdmin):
+class ScheduleAdmin(PinLinks, BigTableAdmin):
     # Four columns that read at 1280 px with the navigation open (admin.css lays them out as
     # cards on a phone): the title with its owner and kind, the status in words with the failure
     # count, the last run's classification, and the next run in UTC.
@@ -249,16 +253,6 @@ class ScheduleAdmin(BigTableAdmin):
             name="schedules_schedule_pin",
         )
         return [pin, *super().get_urls()]
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        extra = {**(extra_context or {}), "can_pin": request.user.has_perm(services.PIN_PERMISSION)}
-        return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def pin_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """An explicit revision: edit, review the diff and what it would have done to the last

@@ -145,3 +145,33 @@ def test_check_rollups_passes_on_a_true_ledger_and_repairs_a_broken_one(owner):
     call_command("check_rollups", "--repair", stdout=open("/dev/null", "w"))  # noqa: SIM115
     call_command("check_rollups", stdout=open("/dev/null", "w"))  # noqa: SIM115
     assert ledger.summarize(owner.pk).spent_today == Decimal("1.75")
+
+
+def _bars(chart: selectors.SpendChart) -> dict[date, dict[int, Decimal]]:
+    return {d.day: {s.key: s.amount for s in d.segments} for d in chart.days if d.segments}
+
+
+@pytest.mark.django_db
+def test_the_chart_reads_past_days_once_and_today_on_every_page(django_assert_num_queries):
+    owner = make_user(tz="Asia/Kolkata")
+    now = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    for days_ago, cost in ((3, "1.25"), (1, "0.40"), (0, "0.10")):
+        spend(owner.pk, cost, schedule_id=7, at=now - timedelta(days=days_ago, minutes=5))
+    with django_assert_num_queries(3):  # leaders, the past days, today
+        first = selectors.daily_spend(owner.pk, "Asia/Kolkata", now=now)
+    spend(owner.pk, "2.00", at=now)  # spend happens now: only today's bar can move
+    with django_assert_num_queries(2):  # leaders, today
+        second = selectors.daily_spend(owner.pk, "Asia/Kolkata", now=now)
+
+    today = now.astimezone(zoneinfo.ZoneInfo("Asia/Kolkata")).date()
+    assert {d: v for d, v in _bars(second).items() if d != today} == {
+        d: v for d, v in _bars(first).items() if d != today
+    }
+    assert sum(_bars(second)[today].values()) == Decimal("2.10")
+    for day in second.days:  # and still exact
+        assert day.total == ledger_sum(owner.pk, *day_bounds(day.day, zoneinfo.ZoneInfo("Asia/Kolkata")))
+    # Another zone is read afresh, as exact in its own days.
+    with django_assert_num_queries(3):
+        riga = selectors.daily_spend(owner.pk, "Europe/Riga", now=now)
+    for day in riga.days:
+        assert day.total == ledger_sum(owner.pk, *day_bounds(day.day, zoneinfo.ZoneInfo("Europe/Riga")))
