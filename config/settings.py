@@ -123,8 +123,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     server_side = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = server_side
     # With it, psycopg prepares a statement a connection has run 5 times (the run loop's step, the
-    # tick's batch): planned once per connection, not on every call. Django turns this off.
+    # tick's batch): parsed once per connection, not on every call (Django turns this off). Each
+    # execution is still planned for its own values: a generic plan cannot use a partial index
+    # (the due schedules, the open reservations, the month rollups) whose condition is a parameter.
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if server_side else None
+    if server_side:
+        given = DATABASES["default"]["OPTIONS"].get("options", "")
+        DATABASES["default"]["OPTIONS"]["options"] = f"{given} -c plan_cache_mode=force_custom_plan".strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
