@@ -218,9 +218,9 @@ def reserve_many(
 
 
 def _insert_reservations(rows: list[Reservation]) -> None:
-    """A batch of reservations in one statement: on PostgreSQL from arrays (a tick admits
-    hundreds at once, and a model instance per row costs more than the insert)."""
-    if connection.vendor != "postgresql" or len(rows) < 2:
+    """A batch of reservations in one statement, from arrays (a tick admits hundreds at once, and
+    a model instance per row costs more than the insert)."""
+    if len(rows) < 2:
         Reservation.objects.bulk_create(rows)
         return
     with connection.cursor() as cursor:
@@ -281,7 +281,7 @@ def record_usage(
 ) -> LedgerEntry:
     """One provider call's usage, and its cost added to the owner's spend rollups. The caller
     updates the run's counters in the same transaction (or writes all of it in one statement,
-    runs.runtime on PostgreSQL, with `rollup_sql`)."""
+    runs.runtime, with `usage_ctes`)."""
     at = at or timezone.now()
     with transaction.atomic():
         entry = LedgerEntry.objects.create(
@@ -315,8 +315,8 @@ def usage_ctes(
     when: str,
 ) -> tuple[list[str], list[Any]]:
     """`record_usage` as data-modifying CTEs (`ledger_entry`, `ledger_rollup`), for a caller that
-    writes them in one statement with its own rows (the run loop's step, on PostgreSQL: one round
-    trip, no explicit transaction), only if the SQL condition `when` holds (the caller's own CTEs
+    writes them in one statement with its own rows (the run loop's step: one round trip, no
+    explicit transaction), only if the SQL condition `when` holds (the caller's own CTEs
     decide it). Same rows, same rollup arithmetic as record_usage."""
     entry = LedgerEntry._meta.db_table
     columns = "created_at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost"
@@ -333,7 +333,7 @@ def usage_ctes(
 
 def rollup_sql(rows: list[rollups.Bucket], *, when: str = "") -> tuple[str, list[Any]]:
     """One statement adding each bucket's cost to its rollup row, creating the row if needed
-    (PostgreSQL and SQLite alike), or, with `when` (PostgreSQL), only if that condition holds.
+    or, with `when`, only if that SQL condition holds.
     Rows are locked in the order given (rollups.buckets sorts)."""
     table = SpendRollup._meta.db_table
     if when:

@@ -148,53 +148,31 @@ def env_timezone(name: str, default: str) -> str:
     return value
 
 
-def database_from_url(url: str, *, base_dir: str) -> dict[str, Any]:
-    """`postgres://user:pass@host:port/name` or `sqlite:///path` into a Django DATABASES entry."""
+def database_from_url(url: str) -> dict[str, Any]:
+    """`postgres://user:pass@host:port/name` into a Django DATABASES entry. A unix socket is named by
+    a `host` query parameter (`postgres://postgres@/name?host=/path/to/dir`), as libpq reads it."""
     parts = urlsplit(url)
-    if parts.scheme in ("postgres", "postgresql"):
-        name = unquote(parts.path.lstrip("/"))
-        if not name:
-            raise ImproperlyConfigured(
-                "DATABASE_URL must name a database, e.g. postgres://user@host:5432/name."
-            )
-        options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
-        if "pool" in options:
-            # A pool opened before django-q2 forks its workers would be shared by them.
-            raise ImproperlyConfigured("DATABASE_URL must not enable connection pooling (pool=...).")
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": name,
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
-            "OPTIONS": options,
-        }
-    if parts.scheme == "sqlite":
-        path = unquote(parts.path)
-        if url.startswith("sqlite:////"):
-            path = "/" + path.lstrip("/")
-        else:
-            path = os.path.join(base_dir, path.lstrip("/"))
-        return sqlite_database(path)
-    raise ImproperlyConfigured(
-        f"DATABASE_URL must start with postgres:// or sqlite://, not {parts.scheme!r}://."
-    )
-
-
-def sqlite_database(path: str) -> dict[str, Any]:
-    """An SQLite file the web server and the django-q2 cluster can share.
-
-    WAL lets readers run beside the one writer; IMMEDIATE takes the write lock when a transaction
-    starts, so two writers queue on the busy timeout instead of failing halfway with
-    "database is locked" after one of them already read.
-    """
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must start with postgres:// (PostgreSQL is the only engine), not {url[:40]!r}."
+        )
+    name = unquote(parts.path.lstrip("/"))
+    if not name:
+        raise ImproperlyConfigured("DATABASE_URL must name a database, e.g. postgres://user@host:5432/name.")
+    options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    if "pool" in options:
+        # The pool is configured by DATABASE_POOL_SIZE (config.settings), not per URL.
+        raise ImproperlyConfigured("DATABASE_URL must not enable connection pooling (pool=...).")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ImproperlyConfigured("DATABASE_URL has a port that is not a number.") from None
     return {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": path,
-        "OPTIONS": {
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
-        },
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": options.pop("host", None) or parts.hostname or "",
+        "PORT": options.pop("port", None) or str(port or ""),
+        "OPTIONS": options,
     }

@@ -1,6 +1,7 @@
 """Settings, read once from the environment (see the configuration table in README.md).
 
-APP_ENV=development (the default) runs on an SQLite file with the simulated provider on.
+APP_ENV=development (the default) runs on the embedded PostgreSQL of `./dev run` unless
+DATABASE_URL names another server, with the simulated provider on.
 APP_ENV=production requires SECRET_KEY, ALLOWED_HOSTS and DATABASE_URL and turns on every
 deployment-checklist setting, so `manage.py check --deploy` is clean.
 """
@@ -24,7 +25,6 @@ from config.env import (
     env_site_url,
     env_str,
     env_timezone,
-    sqlite_database,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -101,35 +101,30 @@ TEMPLATES = [
     },
 ]
 
-_database_url = env_str("DATABASE_URL", "") if not PRODUCTION else env_str("DATABASE_URL", required=True)
-DATABASES = {
-    "default": (
-        database_from_url(_database_url, base_dir=str(BASE_DIR))
-        if _database_url
-        else sqlite_database(str(BASE_DIR / "var" / "db.sqlite3"))
-    )
-}
-if not _database_url:
-    (BASE_DIR / "var").mkdir(exist_ok=True)
-if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-    # SQLite builds the ledger's covering index without its INCLUDE columns; that is fine.
-    SILENCED_SYSTEM_CHECKS = ["models.W040"]
+# PostgreSQL is the only engine (docs/decisions/0003-one-engine.md). Without DATABASE_URL, development
+# talks to the embedded server of `./dev run` (config.embedded), wherever its socket is.
+if PRODUCTION:
+    _database_url = env_str("DATABASE_URL", required=True)
+else:
+    from config.embedded import default_url
+
+    _database_url = env_str("DATABASE_URL", default_url())
+DATABASES = {"default": database_from_url(_database_url)}
 # Persistent connections are per process: django-q2 closes every connection before it forks its
 # workers, so no worker shares one (a pool opened before the fork would be; pooling is refused).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60, minimum=0)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Parameters travel separately from the SQL instead of being quoted into it by the client:
-    # the tick's bulk writes are about 1.5x faster. Turn off behind a transaction-pooling proxy.
-    server_side = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
-    DATABASES["default"]["OPTIONS"]["server_side_binding"] = server_side
-    # With it, psycopg prepares a statement a connection has run 5 times (the run loop's step, the
-    # tick's batch): parsed once per connection, not on every call (Django turns this off). Each
-    # execution is still planned for its own values: a generic plan cannot use a partial index
-    # (the due schedules, the open reservations, the month rollups) whose condition is a parameter.
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if server_side else None
-    if server_side:
-        given = DATABASES["default"]["OPTIONS"].get("options", "")
-        DATABASES["default"]["OPTIONS"]["options"] = f"{given} -c plan_cache_mode=force_custom_plan".strip()
+# Parameters travel separately from the SQL instead of being quoted into it by the client: the
+# tick's bulk writes are about 1.5x faster. Turn off behind a transaction-pooling proxy.
+_server_side = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
+DATABASES["default"]["OPTIONS"]["server_side_binding"] = _server_side
+# With it, psycopg prepares a statement a connection has run 5 times (the run loop's step, the
+# tick's batch): parsed once per connection, not on every call (Django turns this off). Each
+# execution is still planned for its own values: a generic plan cannot use a partial index
+# (the due schedules, the open reservations, the month rollups) whose condition is a parameter.
+DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if _server_side else None
+if _server_side:
+    _given = DATABASES["default"]["OPTIONS"].get("options", "")
+    DATABASES["default"]["OPTIONS"]["options"] = f"{_given} -c plan_cache_mode=force_custom_plan".strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -249,9 +244,6 @@ MONTHLY_COST_CEILING = env_money("MONTHLY_COST_CEILING", "250.00")
 
 SCHEDULE_GRACE_SECONDS = env_int("SCHEDULE_GRACE_SECONDS", 15 * 60, minimum=0)
 SCHEDULE_TICK_BATCH = env_int("SCHEDULE_TICK_BATCH", 500, minimum=1)
-# On PostgreSQL a tick batch's rows are written set-based (schedules.bulk); off: the portable
-# ORM path, as on SQLite.
-SCHEDULE_TICK_SET_BASED = env_bool("SCHEDULE_TICK_SET_BASED", True)
 SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum=1)
 # The longest message an owner may send in a conversation (dashboard and API).
 CONVERSATION_MESSAGE_MAX_CHARS = env_int("CONVERSATION_MESSAGE_MAX_CHARS", 8_000, minimum=1)
@@ -269,9 +261,6 @@ PROVIDER_BACKOFF_BASE_SECONDS = env_seconds("PROVIDER_BACKOFF_BASE_SECONDS", "0.
 PROVIDER_BACKOFF_CAP_SECONDS = env_seconds("PROVIDER_BACKOFF_CAP_SECONDS", "20")
 
 RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
-# On PostgreSQL a step (ledger, rollups, counters, transcript) is written in one statement; off:
-# the portable ORM path, as on SQLite.
-RUN_STEP_ONE_STATEMENT = env_bool("RUN_STEP_ONE_STATEMENT", True)
 RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 90, minimum=2)
 if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:

@@ -58,7 +58,7 @@ from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
 logger = logging.getLogger(__name__)
 
 RUN_STATE = ["status", "attempt", "steps", "model_calls", "tool_calls", "cost", "synthesis_dimension"]
-# What the loop reads before each request, on PostgreSQL without building a queryset each time.
+# What the loop reads before each request, without building a queryset each time.
 _STATE_SQL = f"SELECT {', '.join(RUN_STATE)} FROM {Run._meta.db_table} WHERE id = %s"  # noqa: S608 - constants
 TOOL_CALL_ID_CHARS = 128  # TranscriptEntry.tool_call_id
 TOOL_NAME_CHARS = 64  # TranscriptEntry.tool_name
@@ -191,7 +191,7 @@ class _Loop:
     def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
         """Ledger entry and rollups, counters of this run and its ancestors (with the tool calls
         about to run), and the transcript up to this response, all at once: one statement and one
-        round trip on PostgreSQL (`_write_step_sql`), one transaction elsewhere (`_write_step_orm`).
+        round trip (`_write_step`).
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
         worker was frozen, or it was cancelled) still cost money: `_write_late_step` records it
@@ -215,8 +215,7 @@ class _Loop:
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        write = _write_step_sql if _one_statement() else _write_step_orm
-        on_time = write(self, usage, tool_calls, rows)
+        on_time = _write_step(self, usage, tool_calls, rows)
         self.unwritten = []
         if not on_time:
             raise _Stopped  # the late usage is recorded
@@ -364,8 +363,8 @@ SELECT EXISTS (SELECT 1 FROM ours)
 """
 
 
-def _write_step_sql(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
-    """One step in one statement (PostgreSQL), if the run is still this attempt's: the ledger's
+def _write_step(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
+    """One step in one statement, if the run is still this attempt's: the ledger's
     CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows.
     Autocommit makes the statement its own transaction. Returns whether it was written; a late
     response writes nothing here (see record_response)."""
@@ -393,20 +392,6 @@ def _write_step_sql(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: l
     if not on_time:
         _write_late_step(loop, usage, tool_calls)
     return bool(on_time)
-
-
-def _write_step_orm(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
-    """The same step with the ORM, in one transaction: the portable path (SQLite)."""
-    with transaction.atomic():
-        ours = Run.objects.filter(pk=loop.run.pk, status=Run.Status.RUNNING, attempt=loop.attempt)
-        if ours.update(**_counters(usage, tool_calls)) != 1:
-            _write_late_step(loop, usage, tool_calls)
-            return False
-        ledger.record_usage(**usage)
-        if loop.ancestors:
-            Run.objects.filter(pk__in=loop.ancestors).update(**_counters(usage, tool_calls))
-        TranscriptEntry.objects.bulk_create(rows)
-    return True
 
 
 def _write_late_step(loop: _Loop, usage: dict[str, Any], tool_calls: int) -> None:
@@ -552,21 +537,9 @@ def _history(run: Run) -> tuple[list[Message], int]:
     return messages, entries
 
 
-def _one_statement() -> bool:
-    """Whether steps are written (and read) with PostgreSQL statements of their own."""
-    return connection.vendor == "postgresql" and bool(settings.RUN_STEP_ONE_STATEMENT)
-
-
 def _read_state(run: Run) -> bool:
-    """Refresh the run's status, attempt and counters (RUN_STATE); False if it is gone. On
-    PostgreSQL a fixed statement whose values psycopg already types (UUID, Decimal); elsewhere
-    the ORM's refresh (the same switch as the step's write, so the same tests run both)."""
-    if not _one_statement():
-        try:
-            run.refresh_from_db(fields=RUN_STATE)
-        except Run.DoesNotExist:
-            return False
-        return True
+    """Refresh the run's status, attempt and counters (RUN_STATE); False if it is gone. A fixed
+    statement whose values psycopg already types (UUID, Decimal), not a queryset built each time."""
     with connection.cursor() as cursor:
         cursor.execute(_STATE_SQL, [run.pk])
         row = cursor.fetchone()

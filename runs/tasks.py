@@ -34,16 +34,11 @@ class BufferedOrmBroker(ORM):  # type: ignore[misc]
 
     def flush(self) -> None:
         now = timezone.now()
-        if connection.vendor == "postgresql":  # one array parameter, not a model instance per task
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f'INSERT INTO "{OrmQ._meta.db_table}" (key, payload, lock) '  # noqa: S608 - model metadata
-                    "SELECT %s, package, %s FROM unnest(%s::text[]) AS package",
-                    [self.list_key, now, self.packages],
-                )
-        else:
-            OrmQ.objects.bulk_create(
-                [OrmQ(key=self.list_key, payload=package, lock=now) for package in self.packages]
+        with connection.cursor() as cursor:  # one array parameter, not a model instance per task
+            cursor.execute(
+                f'INSERT INTO "{OrmQ._meta.db_table}" (key, payload, lock) '  # noqa: S608 - model metadata
+                "SELECT %s, package, %s FROM unnest(%s::text[]) AS package",
+                [self.list_key, now, self.packages],
             )
         self.packages = []
 

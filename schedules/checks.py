@@ -62,8 +62,6 @@ def check_task_queue(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 def check_row_lock_privileges(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The connected PostgreSQL role must be able to lock the rows the scheduler locks (SPEC §7)."""
     connection = connections["default"]
-    if connection.vendor != "postgresql":
-        return []
     try:
         missing = missing_lock_privileges(connection)
     except DatabaseError:

@@ -231,9 +231,7 @@ def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickR
     """The batch's writes: occurrences (missed, skipped, and one per runnable slot with a new
     conversation, a queued run with the revision's complete limits and its prompt), admission
     (reservations), tasks, and the schedules' next slots. `report` changes only on success."""
-    set_based = connection.vendor == "postgresql" and settings.SCHEDULE_TICK_SET_BASED
-    insert = _insert_sql if set_based else _insert_orm
-    slots = insert(plans, now)
+    slots = _insert(plans)
     # Admission: a reservation each, or a failed `admission_denied` run counted like any failure.
     admitted = run_services.admit_runs(
         [ledger.ReservationRequest(s.owner_id, s.run_id, s.max_cost) for s in slots], now=now
@@ -274,8 +272,8 @@ def _metadata(schedule: Schedule, occurrence_id: int, slot: datetime) -> dict[st
     }
 
 
-def _insert_sql(plans: list[_Plan], now: datetime) -> list[_Slot]:
-    """PostgreSQL: ids allocated up front, then every row of the batch in one statement."""
+def _insert(plans: list[_Plan]) -> list[_Slot]:
+    """Ids allocated up front, then every row of the batch in one statement (schedules.bulk)."""
     runnable = _runnable(plans)
     created = timezone.now()  # when the rows are written (`now` may be a tick's notional time)
     occurrence_ids = bulk.allocate_ids(Occurrence, len(runnable))
@@ -355,61 +353,13 @@ def _insert_sql(plans: list[_Plan], now: datetime) -> list[_Slot]:
     ]
 
 
-def _insert_orm(plans: list[_Plan], now: datetime) -> list[_Slot]:
-    """The portable path (SQLite): the same rows through the ORM."""
-    Occurrence.objects.bulk_create(
-        [
-            Occurrence(schedule=p.schedule, scheduled_for=slot, revision=p.schedule.revision, outcome=outcome)
-            for p, slot, outcome in _not_run(plans)
-        ]
-    )
-    runnable = _runnable(plans)
-    occurrences = Occurrence.objects.bulk_create(
-        [
-            Occurrence(schedule=p.schedule, scheduled_for=slot, revision=p.schedule.revision)
-            for p, slot in runnable
-        ]
-    )
-    conversations = Conversation.objects.bulk_create(
-        [
-            Conversation(
-                owner_id=p.schedule.owner_id,
-                title=_conversation_title(p.schedule.revision, slot),
-                metadata=_metadata(p.schedule, o.pk, slot),
-            )
-            for (p, slot), o in zip(runnable, occurrences, strict=True)
-        ]
-    )
-    runs = run_services.create_runs(
-        [
-            run_services.RunSpec(
-                owner_id=p.schedule.owner_id,
-                agent=p.schedule.revision.agent,
-                prompt=p.schedule.revision.prompt,
-                conversation=conversation,
-                limits=p.schedule.revision.limits,  # the complete pinned value, whatever fields it has
-            )
-            for (p, _), conversation in zip(runnable, conversations, strict=True)
-        ]
-    )
-    _set_column(Occurrence, "run", {o.pk: run.pk for o, run in zip(occurrences, runs, strict=True)})
-    return [
-        _Slot(o.pk, run.pk, p.schedule.owner_id, p.max_cost)
-        for (p, _), o, run in zip(runnable, occurrences, runs, strict=True)
-    ]
-
-
 def _set_column(model: type[models.Model], field_name: str, values: dict[int, Any]) -> None:
-    """UPDATE one column of many rows to per-row values in one statement. On PostgreSQL that is
-    an UPDATE ... FROM unnest(), much cheaper than the CASE expression bulk_update builds."""
+    """UPDATE one column of many rows to per-row values in one statement: an UPDATE ... FROM
+    unnest(), much cheaper than the CASE expression bulk_update builds."""
     if not values:
         return
     field = model._meta.get_field(field_name)
     assert isinstance(field, models.Field)
-    if connection.vendor != "postgresql":
-        rows = [model(pk=pk, **{field.attname: value}) for pk, value in values.items()]
-        model._default_manager.bulk_update(rows, [field_name])
-        return
     table, column, db_type = model._meta.db_table, field.column, field.db_type(connection)
     with connection.cursor() as cursor:
         cursor.execute(

@@ -148,3 +148,16 @@ def test_a_lazy_or_relative_import_inside_a_function_is_seen():
     body = "def later():\n    from schedules.tasks import tick\n    from ..schedules import services\n"
     found = violations(imports_in(body, "runs.runtime", "runs"))
     assert sum("runs sits below schedules" in problem for problem in found) >= 2
+
+
+def test_the_admin_and_the_api_never_read_hx_request():
+    """HTMX is the dashboard's: an admin page or an API route answers an HTMX request exactly as
+    any other (which is why the crawler sends HX-Request to dashboard URLs only)."""
+    readers = []
+    for path in source_files():
+        module = module_name(path)
+        if ".admin" in f".{module}" or ".api" in f".{module}" or module.endswith("admin"):
+            text = path.read_text()
+            if "htmx" in text.lower() or "hx-request" in text.lower():
+                readers.append(module)
+    assert readers == []

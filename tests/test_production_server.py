@@ -11,7 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.db import connection
+
+from tests.database import database_url
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -25,15 +26,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def production_env(tmp_path: Path) -> dict[str, str]:
-    db = connection.settings_dict
-    database = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
     return {
         "PATH": "/usr/bin:/bin",
         "APP_ENV": "production",
         "SECRET_KEY": "production-test-key-" + "x7Q9" * 10,
         "ALLOWED_HOSTS": "127.0.0.1",
         "SITE_URL": "https://schedules.example.com",
-        "DATABASE_URL": f"{database}/{db['NAME']}",
+        "DATABASE_URL": database_url(),
         "STATIC_ROOT": str(tmp_path / "static"),
     }
 

@@ -50,9 +50,11 @@ def test_site_url_defaults_to_the_served_port_in_development(env, expected):
 def test_the_run_command_passes_its_port_to_the_server_and_the_cluster():
     script = (ROOT / "dev").read_text()
     run = script.split("  run)", 1)[1].split(";;", 1)[0]
+    serve = script.split("  serve)", 1)[1].split(";;", 1)[0]  # what `run` runs, on its database
     assert "export PORT=${PORT:-8000}" in run
     assert "export SITE_URL=${SITE_URL:-http://127.0.0.1:$PORT}" in run
-    assert run.index("export SITE_URL") < run.index("qcluster") < run.index('runserver "127.0.0.1:$PORT"')
+    assert run.index("export SITE_URL") < run.index("./dev serve")
+    assert serve.index("qcluster") < serve.index('runserver "127.0.0.1:$PORT"')
 
 
 def settings_error(**env: str) -> str:
@@ -73,7 +75,7 @@ PRODUCTION = {
     "APP_ENV": "production",
     "SECRET_KEY": "production-test-key-" + "x7Q9" * 10,
     "ALLOWED_HOSTS": "schedules.example.com",
-    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
+    "DATABASE_URL": "postgres://postgres@db.example.com/postgres",  # parsed, never connected to
 }
 
 

@@ -9,8 +9,7 @@ from django.db import migrations, models
 def leave_room_for_updates_in_place(apps, schema_editor):
     """Rows are added to with every step: free space in each page lets PostgreSQL update them
     in place (HOT), without touching the index."""
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE accounting_spendrollup SET (fillfactor = 70)")
+    schema_editor.execute("ALTER TABLE accounting_spendrollup SET (fillfactor = 70)")
 
 
 def backfill(apps, schema_editor):

@@ -6,10 +6,8 @@ from django.db import migrations, models
 
 def add_title_search_index(apps, schema_editor):
     """The list's search (`title ILIKE '%…%'`, which Django writes as UPPER(title) LIKE UPPER(…))
-    reads a trigram index on PostgreSQL instead of every title the owner has. pg_trgm is a
-    trusted extension: the database owner running migrations may create it."""
-    if schema_editor.connection.vendor != "postgresql":
-        return
+    reads a trigram index instead of every title the owner has. pg_trgm is a trusted extension:
+    the database owner running migrations may create it."""
     schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     schema_editor.execute(
         "CREATE INDEX IF NOT EXISTS schedule_title_trigram ON schedules_schedule "
@@ -18,8 +16,7 @@ def add_title_search_index(apps, schema_editor):
 
 
 def drop_title_search_index(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP INDEX IF EXISTS schedule_title_trigram")
+    schema_editor.execute("DROP INDEX IF EXISTS schedule_title_trigram")
 
 
 class Migration(migrations.Migration):

@@ -17,21 +17,16 @@ from pathlib import Path
 
 import pytest
 import time_machine
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from schedules import notifications, services, tasks
 from schedules.models import NotificationAttempt, PauseEvent
 from tests.concurrency import race
+from tests.database import database_url
 from tests.factories import fail, make_agent, make_schedule, materialize, run_due
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    """The test database, for a child process."""
-    settings = connection.settings_dict
-    return f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT'] or 5432}/{settings['NAME']}"
 
 
 pytestmark = pytest.mark.django_db

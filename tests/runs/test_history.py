@@ -87,6 +87,11 @@ def test_a_first_message_reads_no_history_at_all(owner):
 def test_the_bounded_read_uses_its_index_not_the_conversations_history(owner):
     agent = make_assistant()
     conversation = _earlier(owner, agent, 1000)
+    # Runs of the owner's other conversations since, as a real table has: walking the primary key
+    # backwards would step over all of them (alone in the table, this conversation's runs are
+    # every row, and any index reads the same 21).
+    for _ in range(50):
+        _earlier(owner, agent, 100)
     run = _next(owner, agent, conversation)
     query = (
         Run.objects.filter(
@@ -96,7 +101,9 @@ def test_the_bounded_read_uses_its_index_not_the_conversations_history(owner):
         .only("pk", "prompt", "answer")[:21]
     )
     with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_run")  # the planner sees the rows as they are
         cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny test table would otherwise be scanned
+        cursor.execute("SET LOCAL random_page_cost = 1.1")  # SSD storage, as production has
         sql, params = query.query.sql_with_params()
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
         plan = json.dumps(cursor.fetchone()[0])

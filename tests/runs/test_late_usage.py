@@ -39,7 +39,7 @@ def _reaped_mid_call(owner) -> tuple[Run, Provider]:
     return Run.objects.get(), provider
 
 
-def test_the_late_usage_is_on_the_ledger_the_counters_and_a_second_event(owner, step_write):
+def test_the_late_usage_is_on_the_ledger_the_counters_and_a_second_event(owner):
     run, provider = _reaped_mid_call(owner)
 
     assert (run.status, run.failure_reason) == ("failed", "worker_lost")
@@ -53,7 +53,7 @@ def test_the_late_usage_is_on_the_ledger_the_counters_and_a_second_event(owner, 
     assert not run.transcript.filter(role="assistant").exists()  # nothing else of it is kept
 
 
-def test_the_late_usage_is_written_whole_or_not_at_all(owner, step_write):
+def test_the_late_usage_is_written_whole_or_not_at_all(owner):
     def broken(**kwargs):
         raise RuntimeError("the event could not be written")
 

@@ -29,7 +29,7 @@ from tests.runs.wire import (
     until_told,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowed", "step_write")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowed")]
 
 
 def _running() -> Run:
@@ -379,10 +379,8 @@ def test_a_response_arriving_after_a_cancel_is_still_accounted_and_the_loop_stop
     assert not run.transcript.filter(role="assistant").exists()
 
 
-def test_one_step_is_one_round_trip_on_postgresql(owner, step_write, django_assert_max_num_queries):
+def test_one_step_is_one_round_trip(owner, django_assert_max_num_queries):
     """Per step: the status check before the request and the write after it."""
-    if step_write != "one statement":
-        pytest.skip("the ORM path writes in a transaction of several statements")
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

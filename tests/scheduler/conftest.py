@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
+
+from tests.database import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,12 +30,9 @@ def wait_for(condition: Callable[[], Any], *, timeout: float = 60, interval: flo
 @pytest.fixture
 def process_env() -> dict[str, str]:
     """Environment for a child `manage.py` process on the test database."""
-    db = connection.settings_dict
-    host, port = db["HOST"] or "127.0.0.1", db["PORT"] or 5432
-    url = f"postgres://{db['USER'] or 'postgres'}@{host}:{port}/{db['NAME']}"
     env = {
         **os.environ,
-        "DATABASE_URL": url,
+        "DATABASE_URL": database_url(),
         "APP_ENV": "development",
         "Q_WORKERS": "2",
         "PYTHONUNBUFFERED": "1",
@@ -72,10 +70,3 @@ def spawn(process_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[...,
 
 def read_log(process: subprocess.Popen[str]) -> str:
     return Path(process.log_path).read_text()  # type: ignore[attr-defined]
-
-
-@pytest.fixture(params=["set-based", "orm"])
-def tick_writes(request: pytest.FixtureRequest, settings: Any) -> str:
-    """Both ways a tick batch is written: set-based (PostgreSQL's path) and the ORM (SQLite's)."""
-    settings.SCHEDULE_TICK_SET_BASED = request.param == "set-based"
-    return str(request.param)

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from schedules.checks import check_row_lock_privileges, check_task_queue
+from tests.database import database_url
 from tests.scheduler.conftest import read_log
 
 
@@ -89,8 +90,7 @@ def test_db_grants_prints_least_privilege_and_keeps_the_ledger_append_only(capsy
 def test_a_cluster_started_with_a_role_that_cannot_lock_rows_refuses_to_start(spawn, process_env):
     role = _limited_role()
     try:
-        url = process_env["DATABASE_URL"].replace("postgres://postgres@", f"postgres://{role}@")
-        cluster = spawn("qcluster", env={"DATABASE_URL": url})
+        cluster = spawn("qcluster", env={"DATABASE_URL": database_url(user=role)})
         assert cluster.wait(timeout=60) != 0
         log = read_log(cluster)
         assert "cannot lock rows of schedules_schedule" in log

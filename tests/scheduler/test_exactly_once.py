@@ -20,7 +20,7 @@ from tests.concurrency import race
 from tests.factories import make_agent, make_schedule
 from tests.scheduler.conftest import read_log, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("tick_writes")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from schedules.models import Occurrence, Schedule, ScheduleRevision
 from schedules.tasks import enqueue_occurrences
 from tests.factories import make_agent, make_schedule
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tick_writes")]
+pytestmark = pytest.mark.django_db
 
 RIGA_0900_UTC = datetime(2026, 9, 2, 6, 0, tzinfo=UTC)  # 09:00 in Riga (EEST)
 

@@ -33,7 +33,10 @@ CONTENT_MODELS = {("runs", "run"), ("schedules", "schedulerevision")}
 
 
 @pytest.fixture
-def world(owner, monkeypatch):
+def world(owner, monkeypatch, settings):
+    # Thousands of requests: sessions in the cache, not a table (what is checked is what each
+    # page shows, not where sessions are kept).
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
     monkeypatch.setenv("OLGA_API_KEY", SECRET_VALUE)
     agent = make_agent("keyed", model="sim-bad-param")  # echoes the prompt into its message
     Agent.objects.filter(pk=agent.pk).update(api_key_setting="OLGA_API_KEY")

@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, repair: bool = False, owner: int | None = None, **options: Any) -> None:
         with transaction.atomic():
-            if repair and connection.vendor == "postgresql":
+            if repair:
                 # Writers wait while the ledger is read and the rollups rewritten, so an entry
                 # committed meanwhile is added to the rebuilt rows, not lost under them.
                 with connection.cursor() as cursor:

@@ -21,8 +21,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, role: str, kind: str, apply: bool, **options: Any) -> None:
-        if connection.vendor != "postgresql":
-            raise CommandError("Grants apply to PostgreSQL; DATABASE_URL points elsewhere.")
         existing = set(connection.introspection.table_names())
         statements = grant_statements(role, kind, existing)
         if not apply:

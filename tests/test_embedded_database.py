@@ -1,0 +1,153 @@
+"""The embedded PostgreSQL of the README's commands (config/embedded.py): it starts for a command,
+hands it DATABASE_URL, stops when the command ends however it ends, leaves nothing behind, and
+says in one line why when it cannot start. With DATABASE_URL set, nothing is started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from config import embedded
+from config.env import database_from_url
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def wrapper(*command: str, env: dict[str, str] | None = None, **options: object) -> subprocess.Popen[str]:
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "config.embedded", "--temporary", "--quiet", "--", *command],
+        cwd=ROOT,
+        env={**environment, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,  # type: ignore[call-overload]
+    )
+
+
+def servers_of(data_marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if process.info["name"] == "postgres" and data_marker in cmdline:
+            found.append(process)
+    return found
+
+
+PROBE = (
+    "import os, psycopg; url = os.environ['DATABASE_URL']; print(url);"
+    "print(psycopg.connect(url).execute('SELECT version()').fetchone()[0])"
+)
+
+
+def test_a_command_gets_a_running_postgresql_18_and_nothing_is_left_when_it_ends():
+    process = wrapper(sys.executable, "-c", PROBE)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    url, version = out.strip().splitlines()[-2:]
+    assert version.startswith("PostgreSQL 18")
+    socket_dir = database_from_url(url)["HOST"]
+    assert socket_dir.startswith("/") and "127.0.0.1" not in url  # a unix socket: no TCP port at all
+    assert not servers_of(socket_dir) and not Path(socket_dir).exists()  # stopped, and its data deleted
+
+
+def test_the_command_s_exit_code_is_the_wrapper_s():
+    process = wrapper(sys.executable, "-c", "import sys; sys.exit(5)")
+    process.communicate(timeout=120)
+    assert process.returncode == 5  # pytest's "no tests collected" must reach CI as it is
+
+
+def test_a_sigterm_stops_the_command_as_ctrl_c_would_then_the_server():
+    process = wrapper(
+        sys.executable,
+        "-c",
+        "import os, time; print(os.environ['DATABASE_URL'], flush=True)\n"
+        "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)",
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    assert "interrupted" in out
+    assert not servers_of(database_from_url(url)["HOST"])
+
+
+def test_with_database_url_set_nothing_is_started():
+    given = "postgres://someone@db.example.com:6543/theirs"
+    process = wrapper(
+        sys.executable, "-c", "import os; print(os.environ['DATABASE_URL'])", env={"DATABASE_URL": given}
+    )
+    out, _ = process.communicate(timeout=60)
+    assert out.strip() == given
+
+
+def test_a_second_command_on_the_same_data_adopts_the_running_server_and_leaves_it_running(tmp_path):
+    data = tmp_path / "pg"
+    first = embedded.Server(data, temporary=False)
+    url = first.start()
+    try:
+        second = embedded.Server(data, temporary=False)
+        assert second.start() == url and second.adopted
+        second.stop()
+        assert servers_of(str(data))  # still serving the first command
+    finally:
+        first.stop()
+    assert not servers_of(str(data))
+    assert embedded.default_url(data) == embedded.url_for(str(data))  # where its socket will be
+
+
+def test_a_server_that_cannot_start_says_why_in_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    process = subprocess.run(
+        [sys.executable, "-m", "config.embedded", "--data", str(blocker / "pg"), "--", "true"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode != 0
+    assert process.stderr.count("\n") == 1 and "did not start: cannot create" in process.stderr
+
+
+@pytest.mark.parametrize(
+    ("log", "words"),
+    [
+        ("FATAL:  could not write to file: No space left on device", "is full"),
+        ('FATAL:  lock file "postmaster.pid" already exists', "another PostgreSQL holds"),
+        ("FATAL:  database files are incompatible with server", "another PostgreSQL version"),
+        ('FATAL:  could not open file "global/pg_control": Permission denied', "permission denied"),
+    ],
+)
+def test_each_known_failure_is_explained_with_what_to_do(tmp_path, log, words):
+    (tmp_path / "log").write_text(f"LOG:  starting\n{log}\n")
+    explanation = embedded._explain(tmp_path, RuntimeError("pg_ctl failed"))
+    assert words in explanation and "\n" not in explanation
+
+
+def test_too_little_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(embedded, "MIN_FREE_BYTES", 10**18)
+    assert "free some space" in embedded._problem(tmp_path / "pg")
+
+
+def test_a_socket_url_is_read_as_libpq_reads_it():
+    settings = database_from_url("postgres://postgres@/postgres?host=/tmp/x%20y/data&port=5433")
+    assert (settings["HOST"], settings["PORT"], settings["NAME"]) == ("/tmp/x y/data", "5433", "postgres")
+    assert settings["OPTIONS"] == {}
+
+
+@pytest.mark.parametrize("url", ["sqlite:///var/db.sqlite3", "mysql://u@h/db", "postgres://u@h:port/db"])
+def test_only_postgresql_urls_are_accepted(url):
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        database_from_url(url)
