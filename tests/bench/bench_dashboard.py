@@ -12,7 +12,7 @@ then the spend rollups the ledger adds up to. Requests go through the whole Djan
 what a request costs in the process, without the network. Goals (issue: pages flat): at most 12
 queries and p95 at most 100 ms on every page, for the heavy owner as for a light one.
 
-DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres); the script
+DATABASE_URL names the server (default: an embedded PostgreSQL started for the run); the script
 creates the database bench_dashboard and drops it at the end unless --keep.
 """
 
@@ -427,7 +427,9 @@ def reuse_database(name: str) -> dict[str, Any]:
     import os
     from urllib.parse import urlsplit, urlunsplit
 
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    base = os.environ.get("DATABASE_URL", "")
+    if not base:
+        raise SystemExit("--reuse needs DATABASE_URL: a bench's embedded server is deleted with its data")
     os.environ["DATABASE_URL"] = urlunsplit(urlsplit(base)._replace(path=f"/{name}"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
