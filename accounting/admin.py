@@ -9,10 +9,17 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounting.models import AccountingEvent, OwnerBudget, Reservation
+from accounting.numbers import WholeNumberField
+
+# Every whole number typed into the admin is read by accounting.numbers, as the API reads it.
+WHOLE_NUMBERS: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+    models.IntegerField: {"form_class": WholeNumberField}
+}
 
 
 class BoundedCountPaginator(Paginator):  # type: ignore[type-arg]
@@ -41,6 +48,7 @@ class BigTableAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     paginator = BoundedCountPaginator
     show_full_result_count = False
+    formfield_overrides = WHOLE_NUMBERS
 
 
 class ReadOnlyAdmin(BigTableAdmin):
@@ -73,12 +81,17 @@ class ChoicesFilter(admin.SimpleListFilter):
 
 @admin.register(OwnerBudget)
 class OwnerBudgetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Per-owner overrides of the ceilings and caps; a blank field means the setting applies."""
+
+    formfield_overrides = WHOLE_NUMBERS
     list_display = (
         "owner",
         "timezone",
         "daily_ceiling",
         "monthly_ceiling",
         "schedule_cost_ceiling",
+        "max_active_schedules",
+        "chat_min_interval_minutes",
         "updated_at",
     )
     list_select_related = ("owner",)

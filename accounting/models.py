@@ -127,6 +127,15 @@ class OwnerBudget(models.Model):
         blank=True,
         help_text="Largest max_cost a new schedule pins, USD; blank = setting.",
     )
+    # Caps on what an owner (or a model talking for them) may set up (SPEC §5, per-owner caps).
+    max_active_schedules = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Active schedules this owner may have at once; blank = setting."
+    )
+    chat_min_interval_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Shortest interval between fires of a schedule made in chat, minutes; blank = setting.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -144,6 +153,16 @@ class OwnerBudget(models.Model):
                 | models.Q(schedule_cost_ceiling__gt=0),
                 name="budget_schedule_ceiling_positive",
             ),
+            models.CheckConstraint(
+                condition=models.Q(chat_min_interval_minutes__isnull=True)
+                | models.Q(chat_min_interval_minutes__gte=1, chat_min_interval_minutes__lte=10080),
+                name="budget_chat_interval_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_active_schedules__isnull=True)
+                | models.Q(max_active_schedules__lte=100000),
+                name="budget_max_active_schedules_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -156,6 +175,18 @@ class OwnerBudget(models.Model):
     @property
     def effective_monthly_ceiling(self) -> Decimal:
         return self.monthly_ceiling if self.monthly_ceiling is not None else settings.MONTHLY_COST_CEILING
+
+    @property
+    def effective_max_active_schedules(self) -> int:
+        if self.max_active_schedules is not None:
+            return self.max_active_schedules
+        return int(settings.MAX_ACTIVE_SCHEDULES)
+
+    @property
+    def effective_chat_min_interval_minutes(self) -> int:
+        if self.chat_min_interval_minutes is not None:
+            return self.chat_min_interval_minutes
+        return int(settings.CHAT_MIN_INTERVAL_MINUTES)
 
     @property
     def effective_schedule_cost_ceiling(self) -> Decimal:

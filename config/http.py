@@ -16,6 +16,21 @@ class HtmxRequest(HttpRequest):
     user: User  # login_required: never anonymous here
 
 
+def client_address_rule() -> str:
+    """Which address sign-in throttling keys on, in words (the web server logs it at start-up)."""
+    proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
+    if proxies <= 0:
+        return (
+            "Sign-in throttling keys on the connection's address (REMOTE_ADDR); X-Forwarded-For is "
+            "ignored. Behind a proxy, set TRUSTED_PROXY_COUNT to the number of proxies."
+        )
+    return (
+        f"Sign-in throttling keys on the address {proxies} hop{'s' if proxies > 1 else ''} from the right "
+        f"of X-Forwarded-For (TRUSTED_PROXY_COUNT={proxies}: the proxies in front of this server), or "
+        "the connection's address when the header has fewer hops. Without a proxy, set it to 0."
+    )
+
+
 def client_address(request: HttpRequest) -> str | None:
     """The address a request came from, for sign-in throttling (django-axes): behind
     TRUSTED_PROXY_COUNT proxies it is that many hops from the right of X-Forwarded-For (what

@@ -147,9 +147,12 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
-# The proxies in front of the web server that append to X-Forwarded-For (the README's deployment
-# has one TLS-terminating proxy): throttling keys on the address they saw, not on theirs.
-TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 1 if PRODUCTION else 0, minimum=0, maximum=5)
+# The proxies in front of the web server that append to X-Forwarded-For: throttling keys on the
+# address the nearest one saw, not on theirs. 0 (the default) trusts no header at all: with no
+# proxy in front, a client writing its own X-Forwarded-For would pick a new address per request
+# and never be locked out. The deployment guide's one TLS-terminating proxy sets it to 1; the web
+# server says at start-up which rule is in force (config.http.client_address_rule).
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=5)
 AXES_CLIENT_IP_CALLABLE = "config.http.client_address"
 
 LOGIN_URL = "login"
@@ -193,7 +196,8 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if TRUSTED_PROXY_COUNT:  # only a proxy we trust may say the client spoke https
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,
@@ -241,6 +245,11 @@ DEFAULT_OWNER_TIME_ZONE = env_timezone("DEFAULT_OWNER_TIME_ZONE", "UTC")
 SCHEDULE_COST_CEILING = env_money("SCHEDULE_COST_CEILING", "10.00")
 DAILY_COST_CEILING = env_money("DAILY_COST_CEILING", "25.00")
 MONTHLY_COST_CEILING = env_money("MONTHLY_COST_CEILING", "250.00")
+
+# Per-owner caps (per-owner overrides on accounting.OwnerBudget): active schedules at once, and the
+# shortest interval between fires of a schedule a model creates or changes in chat.
+MAX_ACTIVE_SCHEDULES = env_int("MAX_ACTIVE_SCHEDULES", 100, minimum=1, maximum=100_000)
+CHAT_MIN_INTERVAL_MINUTES = env_int("CHAT_MIN_INTERVAL_MINUTES", 15, minimum=1, maximum=10_080)
 
 SCHEDULE_GRACE_SECONDS = env_int("SCHEDULE_GRACE_SECONDS", 15 * 60, minimum=0)
 SCHEDULE_TICK_BATCH = env_int("SCHEDULE_TICK_BATCH", 500, minimum=1)

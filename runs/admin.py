@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from accounting.admin import BoundedCountPaginator, ChoicesFilter, ReadOnlyAdmin
+from accounting.admin import WHOLE_NUMBERS, BoundedCountPaginator, ChoicesFilter, ReadOnlyAdmin
 from accounting.models import LedgerEntry
 from runs import services
 from runs.limits import InvalidLimits, validate_limits
@@ -19,6 +19,7 @@ from runs.models import (
     Agent,
     AgentCredentialChange,
     Conversation,
+    ConversationAgentChange,
     Run,
     TranscriptEntry,
 )
@@ -94,7 +95,7 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     form = AgentForm
     inlines = [CredentialChangeInline]
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = {**WHOLE_NUMBERS, models.URLField: {"assume_scheme": "https"}}
     list_display = (
         "name",
         "provider",
@@ -191,12 +192,38 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ("id", "title", "owner", "created_at")
-    list_select_related = ("owner",)
+    """Conversations. The one thing an admin may change is the agent it continues with, and that
+    is a credentials-level power (another agent: other tools, prices, provider): without
+    `change_agent_credentials` it is read-only here; every switch is recorded and listed."""
+
+    list_display = ("id", "title", "owner", "agent", "created_at")
+    list_select_related = ("owner", "agent")
     paginator = BoundedCountPaginator
     show_full_result_count = False
     search_fields = ("title",)
-    readonly_fields = ("owner", "title", "metadata", "created_at")
+    fields = ("owner", "title", "agent", "metadata", "created_at", "last_activity_at", "agent_changes")
+    readonly_fields = ("owner", "title", "metadata", "created_at", "last_activity_at", "agent_changes")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if request.user.has_perm(CREDENTIAL_PERMISSION):
+            return self.readonly_fields
+        return (*self.readonly_fields, "agent")
+
+    @admin.display(description="agent changes")
+    def agent_changes(self, obj: Conversation) -> str:
+        changes = ConversationAgentChange.objects.filter(conversation_id=obj.pk).select_related("changed_by")
+        return (
+            "; ".join(
+                f"{c.changed_at:%Y-%m-%d %H:%M} UTC by {c.changed_by or 'a deleted user'}: "
+                f"{c.old_agent or '(none)'} → {c.new_agent}"
+                for c in changes[:20]
+            )
+            or "none"
+        )
+
+    def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
+        if "agent" in form.changed_data and obj.agent is not None:
+            services.change_conversation_agent(obj, obj.agent, by=request.user)  # type: ignore[arg-type]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -223,6 +250,8 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         for conversation in queryset:
             try:
                 services.delete_conversation(conversation)
+            except Conversation.DoesNotExist:
+                pass  # deleted by someone else meanwhile: what was asked is done
             except services.ConversationBusy:
                 self.message_user(request, BUSY.format(title=conversation.title), messages.WARNING)
 

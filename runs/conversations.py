@@ -22,16 +22,17 @@ import httpx
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.text import Truncator
 
 from accounting import ledger
+from runs import titles
 from runs.models import Agent, Conversation, Run
 from runs.runtime import execute_run
 from runs.services import claim_run, create_run, interactive_limits
 
 Enqueue = Callable[[list[int]], None]  # run ids; writes their tasks in the caller's transaction
 
-TITLE_CHARS = 80
+TITLE_CHARS = 80  # visible characters of a first message shown as the conversation's title
+TITLE_COLUMN = Conversation._meta.get_field("title").max_length or 200
 
 
 class InvalidMessage(ValueError):
@@ -143,7 +144,7 @@ def start_conversation(owner_id: int, agent: Agent, message: str, *, enqueue: En
         conversation = Conversation.objects.create(
             owner_id=owner_id,
             agent=agent,
-            title=Truncator(" ".join(message.split())).chars(TITLE_CHARS),
+            title=titles.shortened(" ".join(message.split()), shown=TITLE_CHARS, limit=TITLE_COLUMN),
             last_activity_at=now,
         )
         return _queue(conversation, agent, message, enqueue=enqueue)

@@ -8,7 +8,7 @@ added here later needs no change to any copy.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -103,7 +103,7 @@ class RunLimits(BaseModel):
         return self.model_dump(mode="json")
 
     @classmethod
-    def from_json(cls, data: Any) -> RunLimits:
+    def from_json(cls, data: Any) -> Self:
         """A stored value (a revision's, a run's): amounts our own code computed may have more
         places than a person may type."""
         return cls.model_validate(data, context=STORED)

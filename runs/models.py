@@ -172,6 +172,26 @@ class AgentCredentialChange(AppendOnlyModel):
         return f"{self.agent_id} {self.field}: {self.old_value!r} → {self.new_value!r}"
 
 
+class ConversationAgentChange(AppendOnlyModel):
+    """Who switched a conversation to another agent (other tools, other prices, another
+    provider), when, from which to which. A credentials-level power (CREDENTIAL_PERMISSION).
+    Content-free, and kept by id: it outlives the conversation, as the ledger does."""
+
+    conversation_id = models.BigIntegerField(db_index=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_at = models.DateTimeField()
+    old_agent = models.CharField(max_length=64, blank=True)
+    new_agent = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"conversation {self.conversation_id}: {self.old_agent or '-'} → {self.new_agent}"
+
+
 class ConversationQuerySet(models.QuerySet["Conversation"]):
     def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ConversationQuerySet:
         return self.filter(owner_id=user.pk)

@@ -41,7 +41,7 @@ from runs.failures import (
 from runs.history import sent_exchanges
 from runs.limits import RunLimits, budget_state, tool_calls_that_fit, with_reserves
 from runs.models import Agent, Run, TranscriptEntry
-from runs.providers import adapter_for, call_with_retries, client_for
+from runs.providers import adapter_for, backoff_delay, call_with_retries, client_for
 from runs.providers.base import (
     SYNTHESIS_INSTRUCTION,
     Message,
@@ -92,6 +92,7 @@ class _Loop:
         self.history, self.seq = _history(self.run)
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
+        self.empty_answers = 0  # empty responses in a row (record_empty)
         self.adapter = adapter_for(self.run.agent, self.client)
         own = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
         self.deadline = min(own, self.outer_deadline) if self.outer_deadline else own
@@ -113,6 +114,10 @@ class _Loop:
             if state.synthesis and not self.run.synthesis_dimension:
                 self.note_synthesis(state.synthesis)
             response = self.request(synthesis=state.synthesis is not None)
+            if response.is_empty:
+                self.record_empty(response)  # charged, then asked again like any transient error
+                continue
+            self.empty_answers = 0
             # The tool calls that will run are counted with the usage, before any runs: one write.
             late = time.time() > self.deadline  # recorded all the same; no tool will run
             runnable = (
@@ -185,6 +190,26 @@ class _Loop:
 
     # -- after a response ---------------------------------------------------------------------
 
+    def record_empty(self, response: ModelResponse) -> None:
+        """A response with neither text nor tool calls is not an answer (SPEC §3 rule 7): a
+        transient provider defect. Its usage is charged (ledger and counters; nothing of it
+        joins the transcript or the history), then the same request is made again after a
+        backoff, up to PROVIDER_MAX_RETRIES times; after that the run fails `provider_error`
+        with provider code `empty_response`."""
+        usage = self.usage_of(response)
+        if not _write_step(self, usage, 0, self.unwritten):
+            raise _Stopped  # the late usage is recorded
+        self.unwritten = []
+        self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
+        self.run.cost += usage["cost"]
+        self.empty_answers += 1
+        if self.empty_answers > settings.PROVIDER_MAX_RETRIES:
+            raise ProviderTransientError(
+                f"The provider answered {self.empty_answers} times with neither text nor a tool call.",
+                diagnostics=diagnostics(self.adapter.name, code="empty_response", status=200),
+            )
+        self.sleep(backoff_delay(self.empty_answers - 1, None))
+
     def tool_calls_that_fit(self, asked: int) -> int:
         return min(asked, tool_calls_that_fit(self.limits, self.run.tool_calls))
 
@@ -197,20 +222,9 @@ class _Loop:
         worker was frozen, or it was cancelled) still cost money: `_write_late_step` records it
         against the run, ledger, counters and the schedule layer's event in one transaction, so
         they always agree. Nothing else of it is kept, and the loop stops."""
-        agent = self.run.agent
-        cost = agent.cost_of(response.usage.input_tokens, response.usage.output_tokens)
+        usage = self.usage_of(response)
+        cost = usage["cost"]
         step = self.run.steps + 1
-        usage = {
-            "owner_id": self.run.owner_id,
-            "run_id": self.run.pk,
-            "schedule_id": self.schedule_id,
-            "provider": agent.provider,
-            "model": agent.model,
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-            "cost": cost,
-            "at": timezone.now(),
-        }
         row, message = self.entry(
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
@@ -227,6 +241,21 @@ class _Loop:
         )
         self.run.tool_calls += tool_calls
         return step
+
+    def usage_of(self, response: ModelResponse) -> dict[str, Any]:
+        """The ledger entry of a response: its tokens and what they cost."""
+        agent = self.run.agent
+        return {
+            "owner_id": self.run.owner_id,
+            "run_id": self.run.pk,
+            "schedule_id": self.schedule_id,
+            "provider": agent.provider,
+            "model": agent.model,
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+            "cost": agent.cost_of(response.usage.input_tokens, response.usage.output_tokens),
+            "at": timezone.now(),
+        }
 
     def run_tools(self, calls: tuple[ToolCall, ...], step: int, *, runnable: int) -> None:
         """Run the first `runnable` calls (already counted); the rest get an error result that

@@ -29,6 +29,7 @@ from runs.models import (
     Agent,
     AgentCredentialChange,
     Conversation,
+    ConversationAgentChange,
     Run,
     TranscriptEntry,
 )
@@ -67,6 +68,31 @@ def save_agent(
             )
         agent.save()
         return AgentCredentialChange.objects.bulk_create(changes)
+
+
+def change_conversation_agent(
+    conversation: Conversation, agent: Agent, *, by: AbstractBaseUser, now: datetime | None = None
+) -> ConversationAgentChange | None:
+    """Switch the agent an owner's conversation continues with, recording who, when, old -> new
+    in the same transaction. Another agent means other tools, prices and perhaps provider, so it
+    needs the credentials permission. None when it already had that agent."""
+    if not by.has_perm(CREDENTIAL_PERMISSION):  # type: ignore[attr-defined]
+        raise PermissionDenied("Switching a conversation's agent needs the agent credentials permission.")
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)  # the bare row
+        if locked.agent_id == agent.pk:
+            return None
+        old = ""
+        if locked.agent_id is not None:
+            old = Agent.objects.filter(pk=locked.agent_id).values_list("name", flat=True).first() or ""
+        Conversation.objects.filter(pk=locked.pk).update(agent=agent)
+        return ConversationAgentChange.objects.create(
+            conversation_id=locked.pk,
+            changed_by_id=by.pk,
+            changed_at=now or timezone.now(),
+            old_agent=old,
+            new_agent=agent.name,
+        )
 
 
 class ConversationBusy(Exception):
@@ -313,9 +339,13 @@ def fail_lost_runs(
 
 def delete_conversation(conversation: Conversation) -> int:
     """Delete a conversation with its runs, transcripts and failure records. Spend and
-    accounting events stay (they hold ids, not rows). Returns the number of runs deleted."""
+    accounting events stay (they hold ids, not rows). Returns the number of runs deleted.
+    Raises Conversation.DoesNotExist when another request deleted it first (the row vanished
+    between the caller's ownership check and this lock)."""
     with transaction.atomic():
-        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        if locked is None:
+            raise Conversation.DoesNotExist(f"Conversation {conversation.pk} was already deleted.")
         if locked.runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists():
             raise ConversationBusy(conversation)
         count = locked.runs.count()

@@ -28,10 +28,10 @@ import httpx
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
-from django.utils.text import Truncator
 
 from accounting import ledger
 from runs import services as run_services
+from runs import titles
 from runs.limits import InvalidLimits, RunLimits, validate_limits
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.runtime import execute_run
@@ -370,11 +370,12 @@ def _set_column(model: type[models.Model], field_name: str, values: dict[int, An
 
 
 def _conversation_title(revision: ScheduleRevision, slot: datetime) -> str:
-    """ "Morning briefing — 3 Sep 2026": the schedule and the local date, within the column."""
+    """ "Morning briefing — 3 Sep 2026": the schedule and the local date, within the column by
+    construction (counted in code points, cut at a cluster boundary: runs.titles)."""
     local = slot.astimezone(zoneinfo.ZoneInfo(revision.timezone))
     suffix = f" — {local:%-d %b %Y}"
     limit = Conversation._meta.get_field("title").max_length or 200
-    return Truncator(revision.title).chars(limit - len(suffix)) + suffix
+    return titles.fit(revision.title, limit - len(suffix)) + suffix
 
 
 # -- the occurrence task ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 
+from accounting.numbers import WholeNumberField, signed_whole_number
 from runs import conversations
 from runs.limits import LIMIT_FIELDS, LIMIT_LABELS, InvalidLimits, RunLimits, validate_limits
 from runs.models import Agent
@@ -329,8 +330,8 @@ class PinRevisionForm(LimitsForm):
         widget=forms.Textarea(attrs={"rows": 3, "required": True}),
         help_text="Required. Recorded on the revision with your name and the time.",
     )
-    base_revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
-    request = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    base_revision = WholeNumberField(widget=forms.HiddenInput, required=False)
+    request = WholeNumberField(widget=forms.HiddenInput, required=False)
 
     parsed: ExplicitRevision
 
@@ -393,13 +394,11 @@ class DeclineForm(PydanticForm):
 
 
 def _number(value: str) -> int | str:
-    """Whole numbers become int; anything else (money, typos) stays text for the validator."""
-    text = (value or "").strip()
-    if text.isdigit():
-        return int(text)
-    if text.startswith("-") and text[1:].isdigit():
-        return int(text)
-    return text
+    """Whole numbers (ASCII digits, accounting.numbers) become int; anything else (money, other
+    digit systems, superscripts, typos) stays text, which the shared validator refuses in words,
+    as the API does."""
+    number = signed_whole_number(value or "")
+    return number if number is not None else (value or "").strip()
 
 
 class NotificationSettingsForm(PydanticForm):

@@ -25,6 +25,7 @@ way is monotonic, so "the first candidate after a given instant" is a simple for
 from __future__ import annotations
 
 import calendar
+import itertools
 import re
 import zoneinfo
 from bisect import bisect_left
@@ -123,6 +124,20 @@ class Cron:
             for first in range(7)
             for length in range(28, 32)
         }
+
+    @cached_property
+    def shortest_interval(self) -> timedelta:
+        """The shortest wall-clock time between two consecutive fires ("*/5 * * * *": 5 minutes;
+        "55 23 * * *" with "5 0 * * *" on the next day: 10). Across midnight only when two
+        consecutive days can both fire (judged over two years, every month boundary and weekday
+        pattern included). Daylight-saving changes are not counted: they move wall clocks, not
+        the interval the owner asked for."""
+        times = [hour * 60 + minute for hour in self.hours for minute in self.minutes]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        dates = [date(y, m, d) for y in (2028, 2029) for m in range(1, 13) for d in self.days_in(y, m)]
+        if any(later - earlier == timedelta(days=1) for earlier, later in itertools.pairwise(dates)):
+            gaps.append(times[0] + 24 * 60 - times[-1])
+        return timedelta(minutes=min(gaps, default=24 * 60))
 
     def _matches(self, day: int, weekday: int) -> bool:
         in_days = day in self.days

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounting import ledger
-from accounting.models import AccountingEvent
+from accounting.models import AccountingEvent, OwnerBudget
 from accounting.money import format_money
 from accounting.selectors import owner_timezone
 from runs.limits import RunLimits, validate_limits, with_reserves
@@ -48,6 +48,7 @@ CREATE_RESERVE_TOOL_CALLS = 0
 CREATE_RESERVE_COST = Decimal("1.00")
 
 PIN_PERMISSION = tokens.PIN_PERMISSION
+CHAT = "chat"  # the `via` of what a model does in a conversation (schedules.tools)
 MAX_RUN_AT_AHEAD = timedelta(days=5 * 366)
 
 
@@ -61,6 +62,19 @@ class NotPaused(Exception):
 
 class ScheduleCompleted(Exception):
     """A completed schedule cannot be edited."""
+
+
+class ScheduleLimit(Exception):
+    """The owner already has as many active schedules as they may have (SPEC §5, per-owner caps)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        schedules = "1 active schedule" if limit == 1 else f"{limit} active schedules"
+        self.message = (
+            f"You already have {schedules}, the most you may have at once: pause one first, or "
+            "ask an admin to raise your limit."
+        )
+        super().__init__(self.message)
 
 
 def _user_id(user: AbstractBaseUser | None) -> int | None:
@@ -85,6 +99,35 @@ def create_policy_limits(agent: Agent, owner_id: int) -> RunLimits:
         cost=CREATE_RESERVE_COST,
     )
     return validate_limits(pinned.to_json())  # model_copy skips validation; the pinned value must not
+
+
+def _check_room(owner_id: int) -> None:
+    """One more active schedule must fit under the owner's cap. Under the owner's budget row
+    lock, so twenty concurrent creations cannot all see room for one."""
+    budget = OwnerBudget.objects.select_for_update().get(owner_id=owner_id)
+    limit = budget.effective_max_active_schedules
+    if Schedule.objects.filter(owner_id=owner_id, status=Schedule.Status.ACTIVE).count() >= limit:
+        raise ScheduleLimit(limit)
+
+
+def _check_chat_interval(owner_id: int, cron: str) -> None:
+    """A schedule a model sets up in chat fires at most every CHAT_MIN_INTERVAL_MINUTES (or the
+    owner's override): a model cannot fill the owner's budget with `* * * * *`."""
+    minimum = ledger.budget_for(owner_id).effective_chat_min_interval_minutes
+    interval = recurrence.parse_cron(cron).shortest_interval
+    if interval < timedelta(minutes=minimum):
+        raise InvalidSchedule(
+            {
+                "cron": (
+                    f"a schedule made in chat may fire at most every {_minutes(minimum)}; "
+                    f"{cron!r} fires every {_minutes(int(interval.total_seconds() // 60))}"
+                )
+            }
+        )
+
+
+def _minutes(count: int) -> str:
+    return "minute" if count == 1 else f"{count} minutes"
 
 
 def _active_agent(name: str) -> Agent:
@@ -143,8 +186,11 @@ def create_schedule(
     tz = data.timezone or owner_timezone(owner_id)
     cron = data.cron or ""
     first_slot = _check_recurrence(kind, cron, tz, data.run_at, now)
+    if via == CHAT and kind == Schedule.Kind.RECURRING:
+        _check_chat_interval(owner_id, cron)
     limits = create_policy_limits(agent, owner_id)
     with transaction.atomic():
+        _check_room(owner_id)
         schedule = Schedule.objects.create(
             owner_id=owner_id,
             title=data.title,
@@ -259,6 +305,8 @@ def update_schedule(
             first_slot = _check_recurrence(
                 locked.kind, merged["cron"], merged["timezone"], merged["run_at"], now
             )
+            if via == CHAT and locked.kind == Schedule.Kind.RECURRING:
+                _check_chat_interval(locked.owner_id, merged["cron"])
         revision = _next_revision(
             locked,
             by=by,
@@ -518,6 +566,7 @@ def resume_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime |
         locked = _locked_if(schedule, status=Schedule.Status.PAUSED)
         if locked is None:
             raise NotPaused(schedule)
+        _check_room(locked.owner_id)
         now = now or timezone.now()  # after the lock, so audit times follow commit order
         revision = locked.revision
         if locked.kind == Schedule.Kind.ONE_TIME:

@@ -118,12 +118,14 @@ def schedule_create(arguments: CreateArguments, context: ToolContext) -> str:
         schedule = services.create_schedule(
             context.run.owner,
             parse_create({**data, "agent": context.agent.name}),
-            via="chat",
+            via=services.CHAT,
             conversation_id=context.run.conversation_id,
             run_id=context.run.pk,
         )
     except InvalidSchedule as error:
         raise _refusal(error) from None
+    except services.ScheduleLimit as error:
+        raise ToolError(error.message) from None
     revision = schedule.revision
     return (
         f"Created schedule {schedule.pk} “{schedule.title}”: {revision.cadence}; "
@@ -154,7 +156,7 @@ def schedule_update(arguments: UpdateArguments, context: ToolContext) -> str:
             schedule,
             parse_update(data),
             by=context.run.owner,
-            via="chat",
+            via=services.CHAT,
             conversation_id=context.run.conversation_id,
             run_id=context.run.pk,
         )

@@ -89,6 +89,28 @@ QUERY_NAMES = [
     "message",
     "edit",
     "base_revision",
+    # The fields of the forms added since: limits, requests, the admin's agents and owner caps.
+    "max_steps",
+    "max_model_calls",
+    "max_tool_calls",
+    "max_cost",
+    "synthesis_reserve_steps",
+    "synthesis_reserve_model_calls",
+    "synthesis_reserve_tool_calls",
+    "synthesis_reserve_cost",
+    "max_consecutive_failures",
+    "reason",
+    "decision",
+    "history_turns",
+    "history_tokens",
+    "max_active_schedules",
+    "chat_min_interval_minutes",
+    "daily_ceiling",
+    "monthly_ceiling",
+    "webhook_url",
+    "email_enabled",
+    "webhook_enabled",
+    "confirmed",
 ]
 _CONVERTER = re.compile(r"<(?:(?P<kind>\w+):)?(?P<name>\w+)>")
 _GROUP = re.compile(r"\(\?P<(?P<name>\w+)>(?P<body>[^)]*)\)")

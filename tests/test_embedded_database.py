@@ -69,8 +69,11 @@ def test_a_sigterm_stops_the_command_as_ctrl_c_would_then_the_server():
     process = wrapper(
         sys.executable,
         "-c",
-        "import os, time; print(os.environ['DATABASE_URL'], flush=True)\n"
-        "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)",
+        "import os, signal, sys, time\n"
+        "def stop(*args):\n    print('interrupted', flush=True)\n    sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        "print(os.environ['DATABASE_URL'], flush=True)\n"
+        "time.sleep(60)",
     )
     assert process.stdout is not None
     url = process.stdout.readline().strip()

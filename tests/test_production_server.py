@@ -32,6 +32,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         "SECRET_KEY": "production-test-key-" + "x7Q9" * 10,
         "ALLOWED_HOSTS": "127.0.0.1",
         "SITE_URL": "https://schedules.example.com",
+        "TRUSTED_PROXY_COUNT": "1",  # the deployment guide's one TLS-terminating proxy
         "DATABASE_URL": database_url(),
         "STATIC_ROOT": str(tmp_path / "static"),
     }
@@ -86,3 +87,5 @@ def test_gunicorn_serves_the_production_settings_on_postgresql(production_env):
     finally:
         server.terminate()
         server.wait(timeout=20)
+    # Each worker says which address sign-in throttling keys on.
+    assert "1 hop from the right of X-Forwarded-For" in (server.stdout.read() if server.stdout else "")

@@ -89,6 +89,11 @@ class ModelResponse:
     # Set when the response was accounted but cannot be used (malformed after its usage parsed).
     defect: str = ""
 
+    @property
+    def is_empty(self) -> bool:
+        """Neither text nor a tool call: not an answer (SPEC §3 rule 7)."""
+        return not self.defect and not self.tool_calls and not self.text.strip()
+
 
 @dataclass
 class ProviderError(Exception):

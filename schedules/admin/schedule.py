@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from accounting.admin import BigTableAdmin, ChoicesFilter
+from accounting.numbers import whole_number
 from runs.admin import ProviderFilter
 from runs.failures import ERROR_CLASS_WORDS, Failure, Reason
 from schedules import selectors, services
@@ -46,14 +47,22 @@ def pause(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Sc
 
 @admin.action(description="Resume selected schedules (failure counts are kept)", permissions=["pin"])
 def resume(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-    done = _each(queryset, services.resume_schedule, services.NotPaused, by=request.user)
+    done = _each(
+        queryset, services.resume_schedule, (services.NotPaused, services.ScheduleLimit), by=request.user
+    )
     modeladmin.message_user(
-        request, f"Resumed {done} of {queryset.count()} schedule(s); the rest were not paused."
+        request,
+        f"Resumed {done} of {queryset.count()} schedule(s); the rest were not paused, or their owner "
+        "already has as many active schedules as allowed.",
     )
 
 
 def _each(
-    queryset: QuerySet[Schedule], transition: Callable[..., Schedule], skipped: type[Exception], *, by: Any
+    queryset: QuerySet[Schedule],
+    transition: Callable[..., Schedule],
+    skipped: type[Exception] | tuple[type[Exception], ...],
+    *,
+    by: Any,
 ) -> int:
     """Apply a status transition to each schedule; those not in its starting state are skipped
     (the service's compare-and-swap says so). Returns how many changed."""
@@ -351,11 +360,10 @@ def _answering(request: HttpRequest, schedule: Schedule) -> RevisionRequest | No
     value = request.POST.get("request") or request.GET.get("request") or ""
     if not value:
         return None
-    if not value.isdigit() or len(value) > 18:
+    pk = whole_number(value)
+    if pk is None:
         raise Http404("No such request.")
-    return get_object_or_404(
-        RevisionRequest.objects.select_related("requested_by"), pk=int(value), schedule=schedule
-    )
+    return get_object_or_404(RevisionRequest.objects.select_related("requested_by"), pk=pk, schedule=schedule)
 
 
 def _initial(answering: RevisionRequest, current: ScheduleRevision) -> dict[str, Any]:

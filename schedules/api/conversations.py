@@ -178,9 +178,9 @@ def run_of(run: RunRow) -> ConversationRun:
     history = None
     if run.history_sent is not None:
         history = HistorySent(exchanges=run.history_sent, older_omitted=run.history_omitted)
-    return ConversationRun(
-        **out.run_of(run).model_dump(), prompt=run.prompt, answer=run.answer, history=history
-    )
+    # The run's fields as built (dict(), not model_dump(): its stored limits are not read again
+    # as if a person had typed them).
+    return ConversationRun(**dict(out.run_of(run)), prompt=run.prompt, answer=run.answer, history=history)
 
 
 def _message_of(entry: TranscriptEntry) -> Message:

@@ -14,7 +14,12 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.core.exceptions import (
+    ObjectDoesNotExist,
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.db import IntegrityError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
@@ -137,6 +142,8 @@ def as_api_error(exc: object) -> ApiError | None:
         return ApiError(422, code, str(exc), fields=exc.fields)
     if isinstance(exc, InvalidLimits):
         return ApiError(422, "invalid_body", str(exc), fields=exc.fields)
+    if isinstance(exc, services.ScheduleLimit):
+        return ApiError(409, "schedule_limit", exc.message)
     for exc_class, (status, code, message) in STATE_ERRORS.items():
         if isinstance(exc, exc_class):
             return ApiError(status, code, message)
@@ -145,7 +152,7 @@ def as_api_error(exc: object) -> ApiError | None:
     if isinstance(exc, HttpError):
         code = CODE_OF_STATUS.get(exc.status_code, "error")
         return ApiError(exc.status_code, code, str(exc) or HTTPStatus(exc.status_code).phrase)
-    if isinstance(exc, Http404):
+    if isinstance(exc, (Http404, ObjectDoesNotExist)):  # gone, perhaps deleted by a concurrent request
         return ApiError(404, "not_found", "Not found, or not yours.")
     if isinstance(exc, PermissionDenied):
         return ApiError(403, "permission_denied", str(exc) or "You do not have permission to do this.")

@@ -273,7 +273,9 @@ def _moment(value: Any) -> datetime | None:
 
 
 def limits_of(stored: dict[str, Any]) -> Limits:
-    return Limits.model_validate(stored)
+    """Stored limits as stored (RunLimits.from_json, the one reader): a delegated child's max_cost
+    is what its parent had left, to the micro-dollar, not an amount a person typed."""
+    return Limits.from_json(stored)
 
 
 def revision_of(revision: ScheduleRevision) -> Revision:

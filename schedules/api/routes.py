@@ -147,7 +147,7 @@ def list_schedules(
 @api.post(
     "/schedules",
     auth=WRITE,
-    response={201: out.Schedule, 401: E, 403: E, 413: E, 422: E, 429: E},
+    response={201: out.Schedule, 401: E, 403: E, 409: E, 413: E, 422: E, 429: E},
     summary="Create a schedule",
     tags=["schedules"],
     **documented(
@@ -155,7 +155,8 @@ def list_schedules(
         "Through the `schedule.create` policy: two consecutive failures pause it; its cost limit is "
         "the agent's finite cost limit or USD 5, capped by the schedule cost ceiling; synthesis "
         "reserves of 2 steps, 2 model calls and USD 1, each kept only below its total. Give "
-        "`run_at` (one-time) or `cron` and `timezone` (recurring).",
+        "`run_at` (one-time) or `cron` and `timezone` (recurring). An owner with as many active "
+        "schedules as allowed (`MAX_ACTIVE_SCHEDULES`, or their own cap): 409 `schedule_limit`.",
         json_body("ScheduleCreate", "title, prompt, agent (its name), run_at or cron + timezone"),
     ),
 )
@@ -234,7 +235,8 @@ def pause_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
         "write",
         "Paused to active. The consecutive-failure count is kept: a schedule paused at its failure "
         "limit pauses again at its next failure, until one of its runs completes. The next slot is "
-        "computed from now (no backfill). Not paused: 409 `not_paused`.",
+        "computed from now (no backfill). Not paused: 409 `not_paused`; no room for one more active "
+        "schedule: 409 `schedule_limit`.",
     ),
 )
 def resume_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
+from accounting.numbers import whole_number
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs import conversations, services
@@ -42,9 +43,7 @@ def _mine(request: HtmxRequest, pk: int) -> Conversation:
 
 def _page_context(request: HtmxRequest, conversation: Conversation, **extra: Any) -> dict[str, Any]:
     before = request.GET.get("before", "")
-    thread = selectors.conversation_thread(
-        conversation, before=int(before) if before.isdigit() and len(before) < 19 else None
-    )
+    thread = selectors.conversation_thread(conversation, before=whole_number(before))
     agent = thread.agent
     return {
         "thread": thread,

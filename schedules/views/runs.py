@@ -58,6 +58,9 @@ def conversation_delete(request: HtmxRequest, pk: int) -> HttpResponse:
     except services.ConversationBusy:
         notice = "A run in this conversation is still in flight; cancel it or wait before deleting."
         return _deleted_response(request, conversation, notice, deleted=False)
+    except Conversation.DoesNotExist:  # a double submit, or another tab, deleted it a moment ago
+        notice = f"“{conversation.title}” was already deleted. Spend and accounting events stay."
+        return _deleted_response(request, conversation, notice, deleted=True)
     runs = "1 run" if count == 1 else f"{count} runs"
     notice = f"Deleted “{conversation.title}” and its {runs}. Spend and accounting events stay."
     return _deleted_response(request, conversation, notice, deleted=True)

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
+from accounting.numbers import whole_number
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
@@ -51,7 +52,8 @@ def schedule_list(request: HtmxRequest) -> HttpResponse:
 
 def _whole_number(text: str | None) -> int:
     """A display offset from a link this page made; anything else is 0."""
-    return int(text) if text and text.isascii() and text.isdigit() and len(text) < 9 else 0
+    number = whole_number(text)
+    return number if number is not None and number < 10**8 else 0
 
 
 def _fragment(request: HtmxRequest) -> bool:
@@ -139,6 +141,8 @@ def resume(request: HtmxRequest, pk: int) -> HttpResponse:
         return _status_response(
             request, schedule, "This schedule is not paused; nothing changed.", changed=False
         )
+    except services.ScheduleLimit as exc:
+        return _status_response(request, schedule, f"Not resumed. {exc.message}", changed=False)
     limit = schedule.revision.max_consecutive_failures
     sentence = selectors.count_sentence(schedule.consecutive_failures, limit, kept=True)
     return _status_response(request, schedule, f"Resumed. {sentence}", changed=True)
@@ -182,6 +186,8 @@ def schedule_create(request: HtmxRequest) -> HttpResponse:
             schedule = services.create_schedule(request.user, form.parsed, via="dashboard")
         except InvalidSchedule as exc:
             form.add_field_errors(exc.fields)
+        except services.ScheduleLimit as exc:
+            form.add_error(None, exc.message)
         else:
             messages.success(request, f"Created “{schedule.title}”. Its limits are pinned in revision 1.")
             return _to_detail(request, schedule)

@@ -40,6 +40,7 @@ INVALID_BODIES = {
     ("POST", "/revision-requests/{request}/decision"): {"decision": "maybe"},
 }
 CONFLICTS = {
+    ("POST", "/schedules"): "full",
     ("POST", "/schedules/{schedule}/pause"): "paused",
     ("POST", "/schedules/{schedule}/resume"): "active",
     ("PATCH", "/schedules/{schedule}"): "completed",
@@ -95,6 +96,11 @@ class Matrix:
             body = {"message": "Me again"}
         if state == "ended":
             world.live = world.run
+        if state == "full":  # as many active schedules as this owner may have
+            active = world.schedule.owner.schedules.filter(status="active").count()
+            ledger.budget_for(self.owner.pk)
+            OwnerBudget.objects.filter(owner_id=self.owner.pk).update(max_active_schedules=active)
+            body = next(b for m, t, _, b in ROUTES if (m, t) == ("POST", "/schedules"))
         if state == "no room":
             budget = ledger.budget_for(self.owner.pk)
             budget.daily_ceiling = Decimal("1.00")
@@ -103,7 +109,9 @@ class Matrix:
         try:
             return self.owner_api.request(method, world.path(template), body)
         finally:
-            OwnerBudget.objects.filter(owner_id=self.owner.pk).update(daily_ceiling=None)
+            OwnerBudget.objects.filter(owner_id=self.owner.pk).update(
+                daily_ceiling=None, max_active_schedules=None
+            )
 
     def rate_limited(self, method: str, template: str, body) -> HttpResponse:
         world = self.fresh()
@@ -116,6 +124,7 @@ class Matrix:
 def test_every_documented_response_is_produced_and_matches_the_served_schema(
     owner, other_owner, admin_user, agent, settings
 ):
+    settings.MAX_ACTIVE_SCHEDULES = 10_000  # each route's fresh world adds schedules of one owner
     contract: Contract = served_contract()
     contract.seen.clear()
     matrix = Matrix(owner, other_owner, admin_user, agent)

@@ -19,7 +19,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import reverse
 
-from runs.models import Agent, AgentCredentialChange
+from runs.models import Agent, AgentCredentialChange, Conversation, ConversationAgentChange
 from schedules import notifications, tokens
 from schedules.models import ApiToken, Schedule
 from tests.factories import fail, make_agent, make_schedule, make_user, materialize
@@ -456,3 +456,54 @@ def test_a_superuser_still_grants(owner, admin_user):
     )
     assert response.status_code == 302
     assert User.objects.get(pk=owner.pk).has_perm("schedules.pin_revision")
+
+
+# -- a conversation's agent --------------------------------------------------------------------------
+
+
+def _conversation_of(owner) -> Conversation:
+    from tests.factories import answered_conversation
+
+    return answered_conversation(owner, make_agent("cheap-helper"))
+
+
+def test_change_conversation_alone_cannot_switch_an_owners_conversation_to_another_agent(owner):
+    conversation = _conversation_of(owner)
+    dear = make_agent("dear-helper", input_price="75.00", output_price="150.00", tools=["http.fetch"])
+    client = _staff("change_conversation", "view_conversation")
+    url = reverse("admin:runs_conversation_change", args=[conversation.pk])
+    page = client.get(url)
+    assert page.status_code == 200 and 'name="agent"' not in page.text  # shown, not editable
+    response = client.post(url, {"agent": dear.pk})
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.agent.name == "cheap-helper"
+    assert not ConversationAgentChange.objects.exists()
+
+
+def test_with_the_credentials_permission_a_switch_is_recorded_who_when_old_and_new(owner):
+    conversation = _conversation_of(owner)
+    other = make_agent("other-helper")
+    client = _staff("change_conversation", "view_conversation", "change_agent_credentials")
+    url = reverse("admin:runs_conversation_change", args=[conversation.pk])
+    assert 'name="agent"' in client.get(url).text
+    assert client.post(url, {"agent": other.pk}).status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.agent == other
+    change = ConversationAgentChange.objects.get()
+    assert (change.conversation_id, change.old_agent, change.new_agent) == (
+        conversation.pk,
+        "cheap-helper",
+        "other-helper",
+    )
+    assert change.changed_by.username == "agent-keeper"
+    assert "cheap-helper → other-helper" in client.get(url).text  # listed on the conversation
+
+
+def test_the_switch_record_outlives_the_conversation(owner, admin_user):
+    from runs import services as run_services
+
+    conversation = _conversation_of(owner)
+    run_services.change_conversation_agent(conversation, make_agent("other-helper"), by=admin_user)
+    run_services.delete_conversation(conversation)
+    assert ConversationAgentChange.objects.get().new_agent == "other-helper"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, override_settings
 
 from tests.factories import make_user
 
@@ -106,8 +106,40 @@ def test_a_forged_forwarded_for_does_not_escape_the_lock(settings):
     assert blocked.status_code == 429  # the proxy's own hop is what counts, not what the client wrote
 
 
-def test_production_trusts_one_proxy_by_default():
+def test_no_proxy_is_trusted_unless_configured_in_production_too():
     from tests.test_site_url import PRODUCTION, settings_value
 
-    assert settings_value("TRUSTED_PROXY_COUNT", **PRODUCTION, SITE_URL="https://s.example.com") == "1"
+    # With no proxy in front, trusting X-Forwarded-For would let a client pick its own address.
+    assert settings_value("TRUSTED_PROXY_COUNT", **PRODUCTION, SITE_URL="https://s.example.com") == "0"
     assert settings_value("TRUSTED_PROXY_COUNT", APP_ENV="development") == "0"
+    behind = {**PRODUCTION, "SITE_URL": "https://s.example.com", "TRUSTED_PROXY_COUNT": "1"}
+    assert settings_value("TRUSTED_PROXY_COUNT", **behind) == "1"
+
+
+def test_without_a_trusted_proxy_a_forwarded_for_changes_nothing(settings):
+    settings.TRUSTED_PROXY_COUNT = 0
+    make_user("olga")
+    guesser = Client()
+    for index in range(settings.AXES_FAILURE_LIMIT):
+        guesser.post(
+            "/login/",
+            {"username": f"guess{index}", "password": "wrong"},
+            REMOTE_ADDR="203.0.113.7",
+            HTTP_X_FORWARDED_FOR=f"10.0.0.{index}",  # a new address per request, written by the client
+        )
+    blocked = guesser.post(
+        "/login/",
+        {"username": "olga", "password": PASSWORD},
+        REMOTE_ADDR="203.0.113.7",
+        HTTP_X_FORWARDED_FOR="10.9.9.9",
+    )
+    assert blocked.status_code == 429
+
+
+def test_the_rule_in_force_is_said_in_words():
+    from config.http import client_address_rule
+
+    with override_settings(TRUSTED_PROXY_COUNT=0):
+        assert "X-Forwarded-For is ignored" in client_address_rule()
+    with override_settings(TRUSTED_PROXY_COUNT=1):
+        assert "1 hop from the right of X-Forwarded-For" in client_address_rule()
