@@ -6,19 +6,29 @@ and `schedule.run_accounted` in the same transaction as the run's terminal state
 
 from __future__ import annotations
 
+import json
 import zoneinfo
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from accounting import rollups
-from accounting.models import AccountingEvent, LedgerEntry, OwnerBudget, Reservation, SpendRollup, owner_zone
+from accounting.models import (
+    AccountingEvent,
+    LedgerEntry,
+    OwnerBudget,
+    Reservation,
+    SpendRollup,
+    UsageRollup,
+    owner_zone,
+)
+from accounting.money import format_money
 from accounting.timezones import default_time_zone
 
 ZERO = Decimal("0")
@@ -267,67 +277,123 @@ def release(run_id: int, *, now: datetime | None = None) -> bool:
 # -- usage and events -------------------------------------------------------------------------
 
 
-def record_usage(
-    *,
-    owner_id: int,
-    run_id: int,
-    schedule_id: int | None,
-    provider: str,
-    model: str,
-    input_tokens: int,
-    output_tokens: int,
-    cost: Decimal,
-    at: datetime | None = None,
-) -> LedgerEntry:
-    """One provider call's usage, and its cost added to the owner's spend rollups. The caller
-    updates the run's counters in the same transaction (or writes all of it in one statement,
-    runs.runtime, with `usage_ctes`)."""
-    at = at or timezone.now()
-    with transaction.atomic():
-        entry = LedgerEntry.objects.create(
-            created_at=at,
-            owner_id=owner_id,
-            run_id=run_id,
-            schedule_id=schedule_id,
-            provider=provider,
-            model=model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=cost,
-        )
-        sql, params = rollup_sql(rollups.buckets(owner_id, schedule_id, at, cost))
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-    return entry
+@dataclass(frozen=True)
+class Call:
+    """One provider call as the ledger records it (see LedgerEntry): tokens by kind, what it was
+    charged (`cost`: the provider's reported charge when there is one, else `computed_cost`), the
+    split of that charge by kind, and the price sheet it was computed with."""
+
+    owner_id: int
+    run_id: int
+    schedule_id: int | None
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal
+    at: datetime
+    step: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    reasoning_tokens: int = 0
+    computed_cost: Decimal | None = None
+    reported_cost: Decimal | None = None
+    charged_by_kind: dict[str, Decimal] = field(default_factory=dict)
+    prices: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> list[int]:
+        return [
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_5m_tokens,
+            self.cache_write_1h_tokens,
+            self.reasoning_tokens,
+        ]
 
 
-def usage_ctes(
-    *,
-    owner_id: int,
-    run_id: int,
-    schedule_id: int | None,
-    provider: str,
-    model: str,
-    input_tokens: int,
-    output_tokens: int,
-    cost: Decimal,
-    at: datetime,
-    when: str,
-) -> tuple[list[str], list[Any]]:
-    """`record_usage` as data-modifying CTEs (`ledger_entry`, `ledger_rollup`), for a caller that
-    writes them in one statement with its own rows (the run loop's step: one round trip, no
-    explicit transaction), only if the SQL condition `when` holds (the caller's own CTEs
-    decide it). Same rows, same rollup arithmetic as record_usage."""
+def record_usage(call: Call) -> int:
+    """One provider call's ledger entry, with its cost added to the owner's spend rollups and its
+    tokens and cost by kind to the usage rollups, in one statement; returns the entry's id. The
+    caller updates the run's counters in the same transaction (or writes all of it in one
+    statement with `usage_ctes`: the run loop's step)."""
+    ctes, params = usage_ctes(call, when="TRUE")
+    with connection.cursor() as cursor:
+        cursor.execute("WITH " + ", ".join(ctes) + " SELECT id FROM ledger_entry", params)  # noqa: S608
+        (entry_id,) = cursor.fetchone()
+    return int(entry_id)
+
+
+# The usage rollup rows of a ledger entry, from the entry as inserted: its UTC quarter-hour and
+# day, the same buckets accounting.rollups computes in Python (check_rollups compares them).
+_USAGE_ROLLUP_SQL = """INSERT INTO "{table}" AS r (owner_id, provider, model, grain, start, calls, cost,
+    input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_tokens,
+    reasoning_tokens, cost_input, cost_cache_read, cost_cache_write, cost_output)
+SELECT e.owner_id, e.provider, e.model, b.grain, b.start, 1, e.cost, e.input_tokens, e.cache_read_tokens,
+    e.cache_write_5m_tokens, e.cache_write_1h_tokens, e.output_tokens, e.reasoning_tokens,
+    coalesce((e.charged_by_kind->>'input')::numeric, 0),
+    coalesce((e.charged_by_kind->>'cache_read')::numeric, 0),
+    coalesce((e.charged_by_kind->>'cache_write_5m')::numeric, 0)
+        + coalesce((e.charged_by_kind->>'cache_write_1h')::numeric, 0),
+    coalesce((e.charged_by_kind->>'output')::numeric, 0)
+FROM ledger_entry e, LATERAL (VALUES
+    ('q', date_bin('15 minutes', e.created_at, timestamptz '2000-01-01 00:00+00')),
+    ('d', date_bin('1 day', e.created_at, timestamptz '2000-01-01 00:00+00'))
+) AS b(grain, start)
+ON CONFLICT (owner_id, grain, start, provider, model) DO UPDATE SET
+    calls = r.calls + 1, cost = r.cost + excluded.cost,
+    input_tokens = r.input_tokens + excluded.input_tokens,
+    cache_read_tokens = r.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_5m_tokens = r.cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+    cache_write_1h_tokens = r.cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+    output_tokens = r.output_tokens + excluded.output_tokens,
+    reasoning_tokens = r.reasoning_tokens + excluded.reasoning_tokens,
+    cost_input = r.cost_input + excluded.cost_input,
+    cost_cache_read = r.cost_cache_read + excluded.cost_cache_read,
+    cost_cache_write = r.cost_cache_write + excluded.cost_cache_write,
+    cost_output = r.cost_output + excluded.cost_output"""
+
+
+def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
+    """`record_usage` as data-modifying CTEs (`ledger_entry`, `ledger_rollup`, `usage_rollup`),
+    for a caller that writes them in one statement with its own rows (the run loop's step: one
+    round trip, no explicit transaction), only if the SQL condition `when` holds (the caller's
+    own CTEs decide it). The tokens travel as one array, keeping the step's statement under
+    psycopg's 50 parameters for caching its parsing."""
     entry = LedgerEntry._meta.db_table
-    columns = "created_at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost"
-    rollup, params = rollup_sql(rollups.buckets(owner_id, schedule_id, at, cost), when=when)
+    columns = (
+        "created_at, owner_id, run_id, schedule_id, step, provider, model, input_tokens, output_tokens, "
+        "cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, cost, "
+        "computed_cost, reported_cost, charged_by_kind, prices"
+    )
+    rollup, params = rollup_sql(
+        rollups.buckets(call.owner_id, call.schedule_id, call.at, call.cost), when=when
+    )
     ctes = [
-        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '
-        "SELECT %s::timestamptz, %s::integer, %s::bigint, %s::bigint, %s::text, %s::text, %s::integer, "
-        f"%s::integer, %s::numeric WHERE {when} RETURNING id)",
+        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '  # noqa: S608 - model metadata, our `when`
+        "SELECT %s::timestamptz, %s::integer, %s::bigint, %s::bigint, %s::integer, %s::text, %s::text, "
+        "t[1], t[2], t[3], t[4], t[5], t[6], %s::numeric, %s::numeric, %s::numeric, %s::jsonb, %s::jsonb "
+        f"FROM (SELECT %s::integer[] AS t) AS tokens WHERE {when} RETURNING *)",
         f"ledger_rollup AS ({rollup} RETURNING 1)",
+        f"usage_rollup AS ({_USAGE_ROLLUP_SQL.format(table=UsageRollup._meta.db_table)} RETURNING 1)",
     ]
-    values = [at, owner_id, run_id, schedule_id, provider, model, input_tokens, output_tokens, cost]
+    values = [
+        call.at,
+        call.owner_id,
+        call.run_id,
+        call.schedule_id,
+        call.step,
+        call.provider,
+        call.model,
+        call.cost,
+        call.computed_cost,
+        call.reported_cost,
+        json.dumps({kind: format_money(amount) for kind, amount in call.charged_by_kind.items()}),
+        json.dumps(call.prices),
+        call.tokens,
+    ]
     return ctes, [*values, *params]
 
 

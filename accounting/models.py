@@ -196,17 +196,33 @@ class OwnerBudget(models.Model):
 
 
 class LedgerEntry(AppendOnlyModel):
-    """One provider call's usage and cost. Content-free; outlives the run and its conversation."""
+    """One provider call's usage and cost, as the provider bills it (docs/contract.md#dollars-as-billed).
+    Content-free; outlives the run and its conversation.
+
+    `input_tokens` is all of the call's input and the cache counts are parts of it; `output_tokens`
+    is all output, reasoning included. `cost` is what was charged: the provider's reported charge
+    when it reports one, else `computed_cost` from `prices`, the price sheet used (kept with the
+    entry, so a later catalogue never changes recorded spend). `charged_by_kind` splits `cost` by
+    kind of token. Entries from before usage was recorded by kind have empty breakdowns."""
 
     created_at = models.DateTimeField(db_index=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     run_id = models.BigIntegerField(db_index=True)
     schedule_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    step = models.PositiveIntegerField(null=True, blank=True, help_text="The run's step this call was.")
     provider = models.CharField(max_length=32)
     model = models.CharField(max_length=128)
     input_tokens = models.PositiveIntegerField()
     output_tokens = models.PositiveIntegerField()
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_5m_tokens = models.PositiveIntegerField(default=0)
+    cache_write_1h_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
     cost = MoneyField()
+    computed_cost = MoneyField(null=True, blank=True)
+    reported_cost = MoneyField(null=True, blank=True)
+    charged_by_kind = models.JSONField(default=dict, blank=True)
+    prices = models.JSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name_plural = "ledger entries"
@@ -218,10 +234,65 @@ class LedgerEntry(AppendOnlyModel):
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(cost__gte=0), name="ledger_cost_non_negative"),
+            models.CheckConstraint(
+                condition=models.Q(reported_cost__isnull=True) | models.Q(reported_cost__gte=0),
+                name="ledger_reported_cost_non_negative",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} USD {self.cost} (run {self.run_id})"
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return (
+            self.input_tokens
+            - self.cache_read_tokens
+            - self.cache_write_5m_tokens
+            - self.cache_write_1h_tokens
+        )
+
+    @property
+    def reported_differs(self) -> bool:
+        """The provider's reported charge and our computed one differ by more than 1 %."""
+        if self.reported_cost is None or self.computed_cost is None:
+            return False
+        return bool(abs(self.reported_cost - self.computed_cost) > self.computed_cost / 100)
+
+
+class UsageRollup(models.Model):
+    """The ledger's tokens by kind and cost by kind, per owner, provider and model, per UTC
+    quarter-hour and day: "this month's spend by model and by token kind" for the heaviest owner
+    reads a few hundred rows. Written in the statement of every ledger entry (accounting.ledger),
+    compared with the ledger by `manage.py check_rollups`."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=128)
+    grain = models.CharField(max_length=1, choices=[("q", "quarter-hour"), ("d", "day")])
+    start = models.DateTimeField()
+    calls = models.PositiveIntegerField(default=0)
+    cost = MoneyField(default=Decimal(0))
+    input_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_write_5m_tokens = models.BigIntegerField(default=0)
+    cache_write_1h_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost_input = MoneyField(default=Decimal(0))
+    cost_cache_read = MoneyField(default=Decimal(0))
+    cost_cache_write = MoneyField(default=Decimal(0))
+    cost_output = MoneyField(default=Decimal(0))
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "grain", "start", "provider", "model"], name="usage_rollup_bucket_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"owner {self.owner_id} {self.provider}/{self.model} {self.grain} {self.start:%Y-%m-%d %H:%M}"
 
 
 class SpendRollup(models.Model):

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.core.cache import cache
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from accounting import ledger, rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
-from accounting.models import OwnerBudget, Reservation, SpendRollup, owner_zone
+from accounting.models import LedgerEntry, OwnerBudget, Reservation, SpendRollup, UsageRollup, owner_zone
 from accounting.timezones import default_time_zone, is_time_zone
 
 
@@ -86,6 +87,87 @@ def cost_this_month(
         .order_by()
     )
     return {int(key): total or ZERO for key, total in rows}
+
+
+# -- spend by model and by kind of token ------------------------------------------------------------
+
+TOKEN_KINDS = ("input", "cache_read", "cache_write_5m", "cache_write_1h", "output", "reasoning")
+# Dollars by kind: cache writes of both lifetimes together; reasoning is billed inside output.
+COST_KINDS = ("input", "cache_read", "cache_write", "output")
+
+
+@dataclass(frozen=True)
+class ModelSpend:
+    """One model's calls this month: tokens by kind (input counts all of it, the cache counts are
+    parts of it; output counts reasoning too) and dollars by kind (uncached input, cache reads,
+    cache writes, output)."""
+
+    provider: str
+    model: str
+    calls: int
+    cost: Decimal
+    tokens: dict[str, int]
+    cost_by_kind: dict[str, Decimal]
+
+    @property
+    def uncached_input(self) -> int:
+        t = self.tokens
+        return t["input"] - t["cache_read"] - t["cache_write_5m"] - t["cache_write_1h"]
+
+
+@dataclass(frozen=True)
+class MonthUsage:
+    models: list[ModelSpend]
+
+    @property
+    def cost(self) -> Decimal:
+        return sum((m.cost for m in self.models), ZERO)
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return {kind: sum(m.tokens[kind] for m in self.models) for kind in TOKEN_KINDS}
+
+    @property
+    def cost_by_kind(self) -> dict[str, Decimal]:
+        return {kind: sum((m.cost_by_kind[kind] for m in self.models), ZERO) for kind in COST_KINDS}
+
+
+def month_usage(owner_id: int, tz: str, *, now: datetime | None = None) -> MonthUsage:
+    """The owner's spend this month (their time zone) by model and kind of token: one query over
+    the usage rollups, a few hundred rows however busy the owner (accounting.models.UsageRollup)."""
+    zone = owner_zone(tz)
+    start, end = month_bounds((now or timezone.now()).astimezone(zone).date(), zone)
+    sums = {f"t_{kind}": Sum(f"{kind}_tokens") for kind in TOKEN_KINDS}
+    sums.update({f"c_{kind}": Sum(f"cost_{kind}") for kind in COST_KINDS})
+    query: Any = (  # the sums' names are built from TOKEN_KINDS and COST_KINDS
+        UsageRollup.objects.filter(owner_id=owner_id)
+        .filter(rollups.cover(start, end))
+        .values("provider", "model")
+        .annotate(calls=Sum("calls"), cost=Sum("cost"), **sums)
+        .order_by("-cost", "provider", "model")
+    )
+    rows: list[dict[str, Any]] = list(query)
+    return MonthUsage(
+        [
+            ModelSpend(
+                provider=row["provider"],
+                model=row["model"],
+                calls=int(row["calls"] or 0),
+                cost=row["cost"] or ZERO,
+                tokens={kind: int(row[f"t_{kind}"] or 0) for kind in TOKEN_KINDS},
+                cost_by_kind={kind: row[f"c_{kind}"] or ZERO for kind in COST_KINDS},
+            )
+            for row in rows
+        ]
+    )
+
+
+def calls_of(run_ids: Iterable[int]) -> dict[int, list[LedgerEntry]]:
+    """Each run's provider calls as the ledger recorded them, in order (one indexed query)."""
+    calls: dict[int, list[LedgerEntry]] = defaultdict(list)
+    for entry in LedgerEntry.objects.filter(run_id__in=list(run_ids)).order_by("id"):
+        calls[entry.run_id].append(entry)
+    return calls
 
 
 def open_reservations(owner_id: int, *, limit: int = 20) -> list[Reservation]:

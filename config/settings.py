@@ -270,6 +270,15 @@ PROVIDER_BACKOFF_BASE_SECONDS = env_seconds("PROVIDER_BACKOFF_BASE_SECONDS", "0.
 PROVIDER_BACKOFF_CAP_SECONDS = env_seconds("PROVIDER_BACKOFF_CAP_SECONDS", "20")
 
 RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
+# Each model request carries an output cap (docs/contract.md#bounded-before-the-call): at most
+# MAX_OUTPUT_TOKENS, less when the dollars left pay for less; below MIN_OUTPUT_TOKENS no call is
+# made. A provider that reports its own charge (OpenRouter) is bounded with REPORTED_COST_MARGIN
+# on top of the catalogue's prices.
+MAX_OUTPUT_TOKENS = env_int("MAX_OUTPUT_TOKENS", 4096, minimum=16, maximum=200_000)
+MIN_OUTPUT_TOKENS = env_int("MIN_OUTPUT_TOKENS", 256, minimum=1, maximum=200_000)
+if MIN_OUTPUT_TOKENS > MAX_OUTPUT_TOKENS:
+    raise ImproperlyConfigured("MIN_OUTPUT_TOKENS must not be above MAX_OUTPUT_TOKENS.")
+REPORTED_COST_MARGIN = env_fraction("REPORTED_COST_MARGIN", "0.10")
 RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 90, minimum=2)
 if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:

@@ -11,8 +11,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from accounting.admin import WHOLE_NUMBERS, BoundedCountPaginator, ChoicesFilter, ReadOnlyAdmin
-from accounting.models import LedgerEntry
-from runs import services
+from accounting.models import LedgerEntry, MoneyFormField
+from accounting.money import PRICE_PLACES, format_money
+from runs import pricing, services
 from runs.limits import InvalidLimits, validate_limits
 from runs.models import (
     CREDENTIAL_PERMISSION,
@@ -42,7 +43,28 @@ def _https_by_default(field: models.Field, **kwargs: Any) -> Any:  # type: ignor
     return field.formfield(**kwargs)
 
 
+def _price_field(kind: str) -> MoneyFormField:
+    return MoneyFormField(
+        places=PRICE_PLACES,
+        required=False,
+        label=f"{pricing.KIND_LABELS[kind]} (USD per million tokens)",
+        help_text="Blank: the catalogue's price."
+        if kind in pricing.REQUIRED_KINDS
+        else "Blank: the input price.",
+    )
+
+
 class AgentForm(ModelForm):  # type: ignore[type-arg]
+    """An agent, with its own prices per kind of token as one field each (stored together in
+    `prices`). All blank: the price catalogue's prices for its provider and model; the model's
+    clean() refuses an active agent that has neither (runs.pricing)."""
+
+    price_input = _price_field("input")
+    price_cache_read = _price_field("cache_read")
+    price_cache_write_5m = _price_field("cache_write_5m")
+    price_cache_write_1h = _price_field("cache_write_1h")
+    price_output = _price_field("output")
+
     class Meta:
         model = Agent
         formfield_callback = _https_by_default
@@ -54,14 +76,39 @@ class AgentForm(ModelForm):  # type: ignore[type-arg]
             "api_key_setting",
             "system_prompt",
             "tools",
-            "input_price_per_mtok",
-            "output_price_per_mtok",
             "default_limits",
             "cost_limit",
             "history_turns",
             "history_tokens",
             "is_active",
         )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for kind, value in (self.instance.prices or {}).items():
+            if f"price_{kind}" in self.fields:
+                self.initial[f"price_{kind}"] = value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        prices = {
+            kind: format_money(cleaned[f"price_{kind}"])
+            for kind in pricing.KINDS
+            if cleaned.get(f"price_{kind}") is not None
+        }
+        probe = Agent(
+            provider=cleaned.get("provider", self.instance.provider),
+            base_url=cleaned.get("base_url", self.instance.base_url) or "",
+            model=cleaned.get("model", self.instance.model) or "",
+            prices=prices,
+            is_active=cleaned.get("is_active", False),
+        )
+        problem = probe.price_problem()
+        if problem:
+            named = next((kind for kind in pricing.KINDS if f"prices.{kind}" in problem), "input")
+            self.add_error(f"price_{named}", problem)
+        self.instance.prices = prices
+        return cleaned
 
     def clean_default_limits(self) -> Any:
         try:
@@ -96,17 +143,68 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     form = AgentForm
     inlines = [CredentialChangeInline]
     formfield_overrides = {**WHOLE_NUMBERS, models.URLField: {"assume_scheme": "https"}}
-    list_display = (
-        "name",
-        "provider",
-        "model",
-        "input_price_per_mtok",
-        "output_price_per_mtok",
-        "cost_limit",
-        "is_active",
-    )
+    list_display = ("name", "provider", "model", "prices_used", "cost_limit", "is_active")
     list_filter = ("provider", "is_active")
     search_fields = ("name", "model")
+    fieldsets = (
+        (None, {"fields": ("name", "provider", "model", "base_url", "api_key_setting", "is_active")}),
+        (
+            "Prices",
+            {
+                "fields": (
+                    "catalogue_prices",
+                    "price_input",
+                    "price_cache_read",
+                    "price_cache_write_5m",
+                    "price_cache_write_1h",
+                    "price_output",
+                ),
+                "description": (
+                    "What its calls are charged, per million tokens of each kind. Leave them blank to use "
+                    "the price catalogue's; give at least input and output for a self-hosted or unknown "
+                    "model. Each ledger entry keeps the prices it was charged at."
+                ),
+            },
+        ),
+        (
+            "Behaviour",
+            {
+                "fields": (
+                    "system_prompt",
+                    "tools",
+                    "default_limits",
+                    "cost_limit",
+                    "history_turns",
+                    "history_tokens",
+                )
+            },
+        ),
+    )
+
+    @admin.display(description="prices")
+    def prices_used(self, obj: Agent) -> str:
+        if obj.prices:
+            return "own: " + ", ".join(f"{kind} {value}" for kind, value in obj.prices.items())
+        found = pricing.catalogue_sheet(obj.provider, obj.base_url, obj.model)
+        return found.source if found else "none: it cannot run"
+
+    @admin.display(description="catalogue prices")
+    def catalogue_prices(self, obj: Agent | None) -> str:
+        if obj is None or not obj.model:
+            return "Save the provider and model to see the catalogue's prices."
+        found = pricing.catalogue_sheet(obj.provider, obj.base_url, obj.model)
+        if found is None:
+            return f"The catalogue ({pricing.catalogue_version()}) has no price for {obj.model!r} here."
+        kinds = pricing.PROVIDER_KINDS.get(obj.provider, pricing.KINDS)
+        rates = ", ".join(
+            f"{pricing.KIND_LABELS[k].lower()} USD {format_money(found.base.of(k))}" for k in kinds
+        )
+        tiers = "".join(
+            f"; above {threshold:,} input tokens the whole request at input USD "
+            f"{format_money(tier.input)}, output USD {format_money(tier.output)}"
+            for threshold, tier in found.tiers
+        )
+        return f"{found.source}: {rates} per million tokens{tiers}."
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revisions and runs refer to agents: retire one with is_active instead
@@ -116,8 +214,8 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if request.user.has_perm(CREDENTIAL_PERMISSION):
-            return ()
-        return Agent.CREDENTIAL_FIELDS
+            return ("catalogue_prices",)
+        return ("catalogue_prices", *Agent.CREDENTIAL_FIELDS)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         services.save_agent(obj, by=request.user)  # type: ignore[arg-type]

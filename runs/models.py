@@ -15,9 +15,8 @@ from django.db import models
 from django.utils import timezone
 
 from accounting.models import AppendOnlyModel, MoneyField
-from accounting.money import PRICE_PLACES
 from config import env
-from runs import outbound
+from runs import outbound, pricing
 from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, Dimension, RunLimits
 
@@ -102,8 +101,16 @@ class Agent(models.Model):
     )
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True, help_text='Enabled tool names, e.g. ["clock.now"].')
-    input_price_per_mtok = MoneyField(places=PRICE_PLACES, help_text="USD per million input tokens.")
-    output_price_per_mtok = MoneyField(places=PRICE_PLACES, help_text="USD per million output tokens.")
+    # Its own prices, USD per million tokens by kind (runs.pricing.KINDS), as strings; empty: the
+    # price catalogue's for its provider and model (docs/contract.md#prices).
+    prices = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            'Its own prices in USD per million tokens by kind, e.g. {"input": "3.00", "output": "15.00"}; '
+            "empty: the price catalogue's."
+        ),
+    )
     default_limits = models.JSONField(help_text="RunLimits used when a caller gives none.")
     cost_limit = MoneyField(
         null=True, blank=True, help_text="Finite cost limit per run, USD; blank = no finite limit."
@@ -127,10 +134,6 @@ class Agent(models.Model):
         ]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(input_price_per_mtok__gte=0, output_price_per_mtok__gte=0),
-                name="agent_prices_non_negative",
-            ),
-            models.CheckConstraint(
                 condition=models.Q(cost_limit__isnull=True) | models.Q(cost_limit__gt=0),
                 name="agent_cost_limit_positive",
             ),
@@ -143,13 +146,24 @@ class Agent(models.Model):
     def limits(self) -> RunLimits:
         return RunLimits.from_json(self.default_limits)
 
-    def cost_of(self, input_tokens: int, output_tokens: int) -> Decimal:
-        # Decimal() again: an agent built in memory may still hold its prices as strings.
-        per_token = Decimal(self.input_price_per_mtok), Decimal(self.output_price_per_mtok)
-        cost = (Decimal(input_tokens) * per_token[0] + Decimal(output_tokens) * per_token[1]) / Decimal(
-            1_000_000
-        )
-        return cost.quantize(Decimal("0.000001"))
+    def price_sheet(self) -> pricing.PriceSheet:
+        """The prices its calls are charged at: its own, else the catalogue's (pricing.NoPrice)."""
+        return pricing.sheet_for(self.provider, self.base_url, self.model, self.prices)
+
+    def price_problem(self) -> str:
+        """Why this agent cannot be saved with its prices ("" when it can): its own prices must be
+        prices of kinds its provider bills, and an active agent must have a price for its model,
+        its own or the catalogue's (never a cost of 0)."""
+        try:
+            own = pricing.parse_prices(self.provider, self.prices)
+        except ValueError as exc:
+            return str(exc)
+        if self.is_active and not own:
+            try:
+                self.price_sheet()
+            except pricing.NoPrice as exc:
+                return f"{exc.message}, or retire the agent"
+        return ""
 
 
 class AgentCredentialChange(AppendOnlyModel):

@@ -5,6 +5,11 @@ It is an estimate, and the pages say so: a model answers differently once it is 
 synthesize, and a run that was stopped early leaves no record of what it would have done next.
 The replay assumes a synthesis-only turn is answered (the instruction is obeyed) and never guesses
 steps the record does not have.
+
+Each call is bounded before it is made (docs/contract.md#bounded-before-the-call): a call is made
+only when the dollars it may spend pay for it, the dollars outside the cost reserve for a turn
+that is not synthesis-only. The replay takes a step's recorded cost as what it needed, and the
+dearest recorded step as what the next one would have needed.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ def replay(limits: RunLimits, steps: Sequence[Step], *, ending: Ending) -> Repla
         state = budget_state(limits, used)
         if state.exhausted:
             return Replay(Verdict.EXHAUSTED, number, state.exhausted, used)
+        if not state.synthesis and (stop := _dollars_stop(limits, used, step.cost, number)):
+            return stop
         used["steps"] = int(used["steps"]) + 1
         used["model_calls"] = int(used["model_calls"]) + 1
         used["cost"] = Decimal(used["cost"]) + step.cost
@@ -87,4 +94,21 @@ def replay(limits: RunLimits, steps: Sequence[Step], *, ending: Ending) -> Repla
         return Replay(Verdict.EXHAUSTED, following, state.exhausted, used)
     if state.synthesis:
         return Replay(Verdict.SYNTHESIS, following, state.synthesis, used)
+    needed = max(step.cost for step in steps)
+    if stop := _dollars_stop(limits, used, needed, following):
+        return stop
     return Replay(Verdict.CONTINUES, following, usage=used)
+
+
+def _dollars_stop(
+    limits: RunLimits, used: dict[str, int | Decimal], needed: Decimal, number: int
+) -> Replay | None:
+    """Where the dollars stop a turn that is not synthesis-only and needs `needed`: outside the
+    cost reserve there is not enough, so the owed synthesis turn comes (if the whole of what is
+    left pays for it), or the cost limit is used up."""
+    left = limits.max_cost - Decimal(used["cost"])
+    if left - limits.synthesis_reserve_cost >= needed:
+        return None
+    if limits.synthesis_reserve_cost > 0 and left >= needed:
+        return Replay(Verdict.SYNTHESIS, number, "cost", used)
+    return Replay(Verdict.EXHAUSTED, number, "cost", used)

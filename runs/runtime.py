@@ -26,7 +26,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounting import ledger
-from runs import outbound, services
+from runs import bounds, outbound, pricing, services
 from runs.failures import (
     BudgetExhausted,
     Diagnostics,
@@ -93,6 +93,11 @@ class _Loop:
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
         self.empty_answers = 0  # empty responses in a row (record_empty)
+        # For the next call's input bound: the input the last response reported, and how many
+        # history messages its request carried (docs/contract.md#bounded-before-the-call).
+        self.last_input: int | None = None
+        self.sent_messages = 0
+        self.reserve_reached = False  # a turn was cut by the dollars outside the cost reserve
         self.adapter = adapter_for(self.run.agent, self.client)
         own = (self.run.started_at or timezone.now()).timestamp() + settings.RUN_MAX_SECONDS
         self.deadline = min(own, self.outer_deadline) if self.outer_deadline else own
@@ -103,6 +108,7 @@ class _Loop:
         )
 
     def drive(self) -> Outcome:
+        self.sheet = self.price_sheet()
         while True:
             self.check_still_ours()
             state = budget_state(self.limits, self.run.usage())
@@ -111,18 +117,22 @@ class _Loop:
                     f"The {state.exhausted.replace('_', ' ')} limit of this run is used up.",
                     dimension=state.exhausted,
                 )
-            if state.synthesis and not self.run.synthesis_dimension:
-                self.note_synthesis(state.synthesis)
-            response = self.request(synthesis=state.synthesis is not None)
+            plan = self.plan_call(state.synthesis)  # the output cap the dollars left pay for
+            if plan.synthesis and not self.run.synthesis_dimension:
+                self.note_synthesis(plan.synthesis)
+            response = self.request(plan)
+            if response.usage is None:
+                self.charge_worst_case(plan, response)  # fails the run closed
             if response.is_empty:
                 self.record_empty(response)  # charged, then asked again like any transient error
                 continue
             self.empty_answers = 0
             # The tool calls that will run are counted with the usage, before any runs: one write.
             late = time.time() > self.deadline  # recorded all the same; no tool will run
+            cut = response.truncated and plan.capped_by_dollars
             runnable = (
                 0
-                if state.synthesis or response.defect or late
+                if plan.synthesis or response.defect or late or cut
                 else self.tool_calls_that_fit(len(response.tool_calls))
             )
             step = self.record_response(response, tool_calls=runnable)
@@ -132,14 +142,23 @@ class _Loop:
                     f"The provider's response was unusable: {response.defect}.",
                     diagnostics=diagnostics(self.adapter.name, status=200),
                 )
+            if cut:  # its partial text is in the transcript; the dollars for more were not there
+                if not plan.synthesis and self.limits.synthesis_reserve_cost > 0:
+                    self.reserve_reached = True  # the dollars outside it ran out: synthesis is next
+                    continue
+                raise BudgetExhausted(
+                    f"The response was cut at {plan.cap:,} output tokens, the most the cost limit "
+                    "left room for; its partial text is kept in the conversation.",
+                    dimension="cost",
+                )
             if not response.tool_calls:
                 return Outcome(status=Run.Status.COMPLETED, answer=response.text)
-            if state.synthesis:
+            if plan.synthesis:
                 # ADR-0078 decision 3: fail closed; no tool runs inside the reserve.
                 raise SynthesisReserveViolation(
                     f"The model asked for {len(response.tool_calls)} tool call(s) in a synthesis-only turn "
-                    f"(reserve activated by {state.synthesis.replace('_', ' ')}).",
-                    dimension=state.synthesis,
+                    f"(reserve activated by {plan.synthesis.replace('_', ' ')}).",
+                    dimension=plan.synthesis,
                 )
             self.run_tools(response.tool_calls, step, runnable=runnable)
 
@@ -166,7 +185,41 @@ class _Loop:
         )
         self.run.synthesis_dimension = dimension
 
-    def request(self, *, synthesis: bool) -> ModelResponse:
+    def price_sheet(self) -> pricing.PriceSheet:
+        agent = self.run.agent
+        try:
+            return agent.price_sheet()
+        except (pricing.NoPrice, ValueError) as exc:
+            # An agent saved before prices were checked, or edited around the admin: nothing is
+            # sent, since its calls could not be charged (or bounded).
+            reason = exc.message if isinstance(exc, pricing.NoPrice) else str(exc)
+            raise ProviderPermanentError(
+                f"{reason}; nothing was sent.", diagnostics=diagnostics(self.adapter.name, code="no_price")
+            ) from None
+
+    def plan_call(self, synthesis: str | None) -> bounds.CallPlan:
+        """The next request with its output cap (docs/contract.md#bounded-before-the-call). A turn
+        that is not synthesis-only may spend only the dollars outside the cost reserve: that part
+        is held for the answer. When those cannot pay for a call of MIN_OUTPUT_TOKENS, the run takes
+        its owed synthesis turn (the cost reserve is reached) if the whole of what is left pays for
+        one; otherwise the cost limit is used up and no call is made."""
+        left = self.limits.max_cost - self.run.cost - pricing.MICRO  # room to round the charge up
+        reserve = self.limits.synthesis_reserve_cost
+        if synthesis is None and self.reserve_reached:
+            synthesis = "cost"
+        if synthesis is None:
+            plan = self.fit(None, left - reserve)
+            if plan is not None:
+                return plan
+            if reserve <= 0:
+                raise self.no_room(left)
+            synthesis = "cost"
+        plan = self.fit(synthesis, left)
+        if plan is None:
+            raise self.no_room(left)
+        return plan
+
+    def fit(self, synthesis: str | None, budget: Decimal) -> bounds.CallPlan | None:
         request = ModelRequest(
             model=self.run.agent.model,
             system=self.run.agent.system_prompt,
@@ -174,13 +227,38 @@ class _Loop:
             tools=self.specs,
             synthesis_instruction=SYNTHESIS_INSTRUCTION if synthesis else None,
         )
+        if self.last_input is None:
+            input_bound = bounds.request_bytes(request)
+        else:
+            added = self.history[self.sent_messages :]
+            input_bound = self.last_input + bounds.added_bytes(added, request.synthesis_instruction)
+        kinds = pricing.PROVIDER_KINDS.get(self.run.agent.provider, pricing.KINDS)
+        return bounds.plan_call(
+            self.sheet, kinds, request, input_bound=input_bound, budget=budget, synthesis=synthesis
+        )
+
+    def no_room(self, left: Decimal) -> BudgetExhausted:
+        return BudgetExhausted(
+            f"The cost limit of this run is used up: the USD {max(left, Decimal(0)):.6f} left cannot pay "
+            f"for a call of {settings.MIN_OUTPUT_TOKENS} output tokens.",
+            dimension="cost",
+        )
+
+    def request(self, plan: bounds.CallPlan) -> ModelResponse:
+        request = plan.request
 
         def between_attempts(attempt: int) -> None:
             if attempt:
                 self.check_still_ours()
 
         try:
-            return call_with_retries(self.adapter, request, sleep=self.sleep, before_attempt=between_attempts)
+            response = call_with_retries(
+                self.adapter, request, sleep=self.sleep, before_attempt=between_attempts
+            )
+            self.sent_messages = len(request.messages)
+            self.last_input = response.usage.input_tokens if response.usage is not None else None
+            self.plan = plan
+            return response
         except ProviderError as error:
             message = _redact(error.message, self.adapter)
             found = _redact_diagnostics(error.diagnostics, self.adapter)
@@ -196,12 +274,7 @@ class _Loop:
         joins the transcript or the history), then the same request is made again after a
         backoff, up to PROVIDER_MAX_RETRIES times; after that the run fails `provider_error`
         with provider code `empty_response`."""
-        usage = self.usage_of(response)
-        if not _write_step(self, usage, 0, self.unwritten):
-            raise _Stopped  # the late usage is recorded
-        self.unwritten = []
-        self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
-        self.run.cost += usage["cost"]
+        self.write_charge(self.call_of(response))
         self.empty_answers += 1
         if self.empty_answers > settings.PROVIDER_MAX_RETRIES:
             raise ProviderTransientError(
@@ -209,6 +282,35 @@ class _Loop:
                 diagnostics=diagnostics(self.adapter.name, code="empty_response", status=200),
             )
         self.sleep(backoff_delay(self.empty_answers - 1, None))
+
+    def charge_worst_case(self, plan: bounds.CallPlan, response: ModelResponse) -> None:
+        """A response whose usage is missing or cannot be billed from is charged the most the call
+        could have cost (never less: nothing is recorded as free by accident), and the run fails
+        closed, as a defect of the provider's."""
+        call = ledger.Call(
+            **self.call_fields(),
+            input_tokens=plan.input_bound,
+            output_tokens=plan.cap,
+            cost=plan.worst,
+            computed_cost=plan.worst,
+            charged_by_kind=plan.worst_by_kind,
+            prices={**self.sheet.snapshot(), "basis": "worst case: the response reported no usable usage"},
+        )
+        self.write_charge(call)
+        raise ProviderPermanentError(
+            f"The provider's response had no usable usage ({response.defect}); the call was charged its "
+            f"worst case, USD {plan.worst}.",
+            diagnostics=diagnostics(self.adapter.name, status=200),
+        )
+
+    def write_charge(self, call: ledger.Call) -> None:
+        """A charged call that adds nothing to the transcript: its ledger entry and the counters
+        (with any tool results not yet written), in the step's one statement."""
+        if not _write_step(self, call, 0, self.unwritten):
+            raise _Stopped  # the late usage is recorded
+        self.unwritten = []
+        self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
+        self.run.cost += call.cost
 
     def tool_calls_that_fit(self, asked: int) -> int:
         return min(asked, tool_calls_that_fit(self.limits, self.run.tool_calls))
@@ -222,14 +324,23 @@ class _Loop:
         worker was frozen, or it was cancelled) still cost money: `_write_late_step` records it
         against the run, ledger, counters and the schedule layer's event in one transaction, so
         they always agree. Nothing else of it is kept, and the loop stops."""
-        usage = self.usage_of(response)
-        cost = usage["cost"]
+        call = self.call_of(response)
+        cost = call.cost
+        if cost > self.plan.worst:
+            # A provider that ignored the output cap, counted more tokens than the request had
+            # bytes, or charged above the catalogue and margin: its bill is still the truth.
+            logger.warning(
+                "run %s: the provider billed more than the call's bound (USD %s > %s)",
+                self.run.pk,
+                cost,
+                self.plan.worst,
+            )
         step = self.run.steps + 1
         row, message = self.entry(
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        on_time = _write_step(self, usage, tool_calls, rows)
+        on_time = _write_step(self, call, tool_calls, rows)
         self.unwritten = []
         if not on_time:
             raise _Stopped  # the late usage is recorded
@@ -242,20 +353,37 @@ class _Loop:
         self.run.tool_calls += tool_calls
         return step
 
-    def usage_of(self, response: ModelResponse) -> dict[str, Any]:
-        """The ledger entry of a response: its tokens and what they cost."""
+    def call_fields(self) -> dict[str, Any]:
         agent = self.run.agent
         return {
             "owner_id": self.run.owner_id,
             "run_id": self.run.pk,
             "schedule_id": self.schedule_id,
+            "step": self.run.steps + 1,
             "provider": agent.provider,
             "model": agent.model,
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-            "cost": agent.cost_of(response.usage.input_tokens, response.usage.output_tokens),
             "at": timezone.now(),
         }
+
+    def call_of(self, response: ModelResponse) -> ledger.Call:
+        """The ledger entry of a response: its tokens by kind and what the provider bills for them."""
+        usage = response.usage
+        assert usage is not None  # a response without usage is charged its worst case instead
+        billed = bounds.bill(self.sheet, usage)
+        return ledger.Call(
+            **self.call_fields(),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_5m_tokens=usage.cache_write_5m_tokens,
+            cache_write_1h_tokens=usage.cache_write_1h_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            cost=billed.cost,
+            computed_cost=billed.computed,
+            reported_cost=billed.reported,
+            charged_by_kind=billed.by_kind,
+            prices=self.sheet.snapshot(),
+        )
 
     def run_tools(self, calls: tuple[ToolCall, ...], step: int, *, runnable: int) -> None:
         """Run the first `runnable` calls (already counted); the rest get an error result that
@@ -392,19 +520,19 @@ SELECT EXISTS (SELECT 1 FROM ours)
 """
 
 
-def _write_step(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[TranscriptEntry]) -> bool:
+def _write_step(loop: _Loop, call: ledger.Call, tool_calls: int, rows: list[TranscriptEntry]) -> bool:
     """One step in one statement, if the run is still this attempt's: the ledger's
     CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows.
     Autocommit makes the statement its own transaction. Returns whether it was written; a late
     response writes nothing here (see record_response)."""
-    ledger_ctes, ledger_params = ledger.usage_ctes(**usage, when="EXISTS (SELECT 1 FROM ours)")
+    ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
     sql = _STEP_SQL.format(
         ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
     )
-    params: list[Any] = [usage["cost"], tool_calls, loop.run.pk, Run.Status.RUNNING, loop.attempt]
+    params: list[Any] = [call.cost, tool_calls, loop.run.pk, Run.Status.RUNNING, loop.attempt]
     params += ledger_params
-    params += [usage["cost"], tool_calls, loop.ancestors]
-    params += [loop.run.pk, usage["at"]]
+    params += [call.cost, tool_calls, loop.ancestors]
+    params += [loop.run.pk, call.at]
     params += [
         [r.seq for r in rows],
         [r.step for r in rows],
@@ -419,29 +547,29 @@ def _write_step(loop: _Loop, usage: dict[str, Any], tool_calls: int, rows: list[
         cursor.execute(sql, params)
         (on_time,) = cursor.fetchone()
     if not on_time:
-        _write_late_step(loop, usage, tool_calls)
+        _write_late_step(loop, call, tool_calls)
     return bool(on_time)
 
 
-def _write_late_step(loop: _Loop, usage: dict[str, Any], tool_calls: int) -> None:
+def _write_late_step(loop: _Loop, call: ledger.Call, tool_calls: int) -> None:
     """A response that arrived after the run stopped being this attempt's (reaped while its
     worker was frozen, or cancelled) still cost money. In one transaction: its ledger entry and
     rollups, the counters of the run and its ancestors, and `late_usage_recorded`, with which the
     schedule layer writes its content-free event; so counters, ledger and accounting events agree
     whatever happens after. Nothing else of the response is kept."""
     with transaction.atomic():
-        ledger.record_usage(**usage)
-        Run.objects.filter(pk__in=[loop.run.pk, *loop.ancestors]).update(**_counters(usage, tool_calls))
+        ledger.record_usage(call)
+        Run.objects.filter(pk__in=[loop.run.pk, *loop.ancestors]).update(**_counters(call.cost, tool_calls))
         loop.run.refresh_from_db()
-        late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": usage["cost"]}
+        late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": call.cost}
         late_usage_recorded.send(sender=Run, run=loop.run, usage=late)
 
 
-def _counters(usage: dict[str, Any], tool_calls: int) -> dict[str, Any]:
+def _counters(cost: Decimal, tool_calls: int) -> dict[str, Any]:
     return {
         "steps": F("steps") + 1,
         "model_calls": F("model_calls") + 1,
-        "cost": F("cost") + usage["cost"],
+        "cost": F("cost") + cost,
         "tool_calls": F("tool_calls") + tool_calls,
     }
 

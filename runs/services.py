@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -66,6 +66,8 @@ def save_agent(
             raise PermissionDenied(
                 "Changing an agent's provider, base URL or API key setting needs its own permission."
             )
+        if problem := agent.price_problem():
+            raise ValidationError({"prices": problem})
         agent.save()
         return AgentCredentialChange.objects.bulk_create(changes)
 

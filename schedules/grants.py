@@ -35,6 +35,7 @@ _COMMON = {
     "accounting_ledgerentry": APPEND,
     # Added to with every ledger entry (in the worker, and by interactive starts on the web).
     "accounting_spendrollup": WRITE,
+    "accounting_usagerollup": WRITE,
     "accounting_accountingevent": APPEND,
     "runs_agent": READ,
 }
@@ -58,6 +59,7 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "axes_accesslog": FULL,
         "runs_agent": WRITE,
         "runs_agentcredentialchange": APPEND,
+        "runs_conversationagentchange": APPEND,
         "runs_conversation": FULL,
         "runs_run": FULL,
         "runs_transcriptentry": FULL,

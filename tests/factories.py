@@ -66,16 +66,23 @@ def make_agent(
     base_url: str = "",
     input_price: str = "3.00",
     output_price: str = "15.00",
+    prices: dict[str, str] | None = None,
     **limit_overrides: Any,
 ) -> Agent:
+    """An agent with its own input and output prices (USD per million tokens), or `prices` by
+    kind (`{}`: the price catalogue's, for a model it knows). sim-expensive gets the demo's dear
+    output price, at which its calls cost about USD 0.60 (SPEC §9)."""
+    if prices is None and model == "sim-expensive":
+        from runs.providers.simulated import EXPENSIVE_PRICES
+
+        prices = EXPENSIVE_PRICES
     return Agent.objects.create(
         name=name or f"agent-{next(_counter)}",
         provider=provider,
         model=model,
         base_url=base_url,
         tools=["clock.now"] if tools is None else tools,
-        input_price_per_mtok=Decimal(input_price),
-        output_price_per_mtok=Decimal(output_price),
+        prices={"input": input_price, "output": output_price} if prices is None else prices,
         default_limits=limits(**limit_overrides).to_json(),
         cost_limit=Decimal(cost_limit) if cost_limit is not None else None,
     )
@@ -183,15 +190,18 @@ def spend(
 ) -> None:
     """A ledger entry, as a provider call records it."""
     ledger.record_usage(
-        owner_id=owner_id,
-        run_id=run_id,
-        schedule_id=schedule_id,
-        provider="simulated",
-        model="sim-research",
-        input_tokens=tokens[0],
-        output_tokens=tokens[1],
-        cost=Decimal(cost),
-        at=at,
+        ledger.Call(
+            owner_id=owner_id,
+            run_id=run_id,
+            schedule_id=schedule_id,
+            provider="simulated",
+            model="sim-research",
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            cost=Decimal(cost),
+            at=at or timezone.now(),
+            charged_by_kind={"output": Decimal(cost)},
+        )
     )
 
 
@@ -253,11 +263,13 @@ def running_run(owner: User, agent: Agent, *, conversation: Conversation | None 
 def make_budget_paused(owner: User, pinner: User, *, title: str = "Weekly spend review") -> Schedule:
     """A schedule whose runs cost more than its budget, as the demo's: agent sim-expensive (about
     USD 0.60 a call) pinned to USD 1.00 without a reserve, two real runs against the simulated
-    provider that each stopped at USD 1.20 (budget exhausted, cost), so it paused itself."""
+    provider that each ran out at USD 1.00 (the second call cut at what the dollars left paid for:
+    budget exhausted, cost), so it paused itself."""
+    from runs.providers.simulated import EXPENSIVE_PRICES
     from schedules.schemas import parse_explicit
 
     agent = Agent.objects.filter(name="sim-expensive").first() or make_agent(
-        "sim-expensive", model="sim-expensive"
+        "sim-expensive", model="sim-expensive", prices=EXPENSIVE_PRICES
     )
     schedule = make_schedule(owner, agent, title=title)
     tight = limits(max_cost="1.00").to_json()

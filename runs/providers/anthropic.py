@@ -1,42 +1,27 @@
-"""Anthropic Messages over httpx. No vendor SDK."""
+"""Anthropic Messages: what differs from the other wire formats. No vendor SDK."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from runs.providers.base import Message, ModelRequest, ModelResponse, ToolCall
-from runs.providers.classify import classify_response, classify_transport_error, is_error_body
-from runs.providers.parsing import parse_usage, read_json
+from runs.providers.http import HttpAdapter
+from runs.providers.parsing import parse_anthropic_usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 
 
-class AnthropicAdapter:
-    def __init__(self, client: httpx.Client, *, name: str, base_url: str, api_key: str = "") -> None:
-        self.client = client
-        self.name = name
-        self.url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages"
-        self._api_key = api_key
+class AnthropicAdapter(HttpAdapter):
+    path = "/v1/messages"
+    default_base_url = DEFAULT_BASE_URL
+    code_from = "type"
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
+    def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
-        try:
-            response = self.client.post(self.url, json=self.body(request), headers=headers)
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            raise classify_transport_error(self.name, exc) from None
-        body = read_json(self.name, response)
-        # A 200 can still carry an error event ({"type": "error", "error": {...}}).
-        if response.status_code != 200 or is_error_body(body):
-            text = response.text if body is None else ""  # a proxy's HTML page, say
-            raise classify_response(
-                self.name, response.status_code, response.headers, body, code_from="type", text=text
-            )
-        return self.parse(body)
+        return headers
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         system: list[dict[str, str]] = []
@@ -61,13 +46,8 @@ class AnthropicAdapter:
                 payload["tool_choice"] = {"type": "none"}
         return payload
 
-    def parse(self, body: dict[str, Any]) -> ModelResponse:
-        usage, defect = parse_usage(
-            self.name,
-            body,
-            input_keys=("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
-            output_key="output_tokens",
-        )
+    def parse(self, body: Any) -> ModelResponse:
+        usage, defect = parse_anthropic_usage(body)
         if defect:
             return ModelResponse("", (), usage, defect=defect)
         blocks = body.get("content")
@@ -91,7 +71,8 @@ class AnthropicAdapter:
                         arguments=arguments if isinstance(arguments, dict) else None,
                     )
                 )
-        return ModelResponse("\n".join(texts), tuple(calls), usage)
+        truncated = body.get("stop_reason") == "max_tokens"
+        return ModelResponse("\n".join(texts), tuple(calls), usage, truncated=truncated)
 
 
 def _wire_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:

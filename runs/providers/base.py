@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol
 
 from runs.failures import Diagnostics
@@ -72,22 +73,51 @@ class ModelRequest:
     # The volatile, platform-trusted synthesis instruction (ADR-0078 decision 2). Adapters put it
     # in a system/developer position of this one request; it is never part of `messages`.
     synthesis_instruction: str | None = None
+    # The output cap on the wire (max_tokens / max_completion_tokens): at most MAX_OUTPUT_TOKENS,
+    # less when the dollars left pay for less (docs/contract.md#bounded-before-the-call).
     max_output_tokens: int = 4096
 
 
 @dataclass(frozen=True)
 class Usage:
+    """What one call used, by the kinds providers bill apart (docs/contract.md#usage-by-kind).
+    `input_tokens` is all input, and the cache counts are parts of it; `output_tokens` is all
+    output, reasoning included. `reported_cost`: what the provider says it charged (OpenRouter)."""
+
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    reasoning_tokens: int = 0
+    reported_cost: Decimal | None = None
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return (
+            self.input_tokens
+            - self.cache_read_tokens
+            - self.cache_write_5m_tokens
+            - self.cache_write_1h_tokens
+        )
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
 
 
 @dataclass(frozen=True)
 class ModelResponse:
     text: str
     tool_calls: tuple[ToolCall, ...]
-    usage: Usage
-    # Set when the response was accounted but cannot be used (malformed after its usage parsed).
+    # None: the response's usage is missing or cannot be billed from (`defect` says why); the loop
+    # then charges the call's worst case and fails the run closed.
+    usage: Usage | None
+    # Set when the response cannot be used (malformed, or its usage is unusable).
     defect: str = ""
+    # The output stopped at the request's max_output_tokens (finish_reason "length",
+    # stop_reason "max_tokens").
+    truncated: bool = False
 
     @property
     def is_empty(self) -> bool:

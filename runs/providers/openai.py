@@ -1,40 +1,25 @@
-"""OpenAI-compatible Chat Completions over httpx (OpenAI, vLLM, Ollama, LiteLLM, OpenRouter, the
-simulated provider). No vendor SDK."""
+"""OpenAI-compatible Chat Completions (OpenAI, vLLM, Ollama, LiteLLM, OpenRouter, the simulated
+provider): what differs from the other wire formats. No vendor SDK."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import httpx
-
 from runs.providers.base import Message, ModelRequest, ModelResponse, ToolCall
-from runs.providers.classify import classify_response, classify_transport_error, is_error_body
-from runs.providers.parsing import parse_usage, read_json
+from runs.providers.http import HttpAdapter
+from runs.providers.parsing import parse_openai_usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIAdapter:
-    def __init__(self, client: httpx.Client, *, name: str, base_url: str, api_key: str = "") -> None:
-        self.client = client
-        self.name = name
-        self.url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self._api_key = api_key
+class OpenAIAdapter(HttpAdapter):
+    path = "/chat/completions"
+    default_base_url = DEFAULT_BASE_URL
+    code_from = "code"
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        try:
-            response = self.client.post(self.url, json=self.body(request), headers=headers)
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            raise classify_transport_error(self.name, exc) from None
-        body = read_json(self.name, response)
-        if response.status_code != 200 or is_error_body(body):
-            text = response.text if body is None else ""  # a proxy's HTML page, say
-            raise classify_response(
-                self.name, response.status_code, response.headers, body, code_from="code", text=text
-            )
-        return self.parse(body)
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
@@ -42,6 +27,10 @@ class OpenAIAdapter:
             messages.append({"role": "system", "content": request.system})
         messages.extend(_wire_message(message) for message in request.messages)
         payload: dict[str, Any] = {"model": request.model, "messages": messages}
+        # OpenAI itself takes the output cap as max_completion_tokens (its reasoning models refuse
+        # max_tokens); the other servers that speak this format read max_tokens.
+        cap = "max_completion_tokens" if self.base_url == DEFAULT_BASE_URL else "max_tokens"
+        payload[cap] = request.max_output_tokens
         if request.tools:
             payload["tools"] = [
                 {
@@ -58,9 +47,7 @@ class OpenAIAdapter:
         return payload
 
     def parse(self, body: Any) -> ModelResponse:
-        usage, defect = parse_usage(
-            self.name, body, input_keys=("prompt_tokens",), output_key="completion_tokens"
-        )
+        usage, defect = parse_openai_usage(body)
         if defect:
             return ModelResponse("", (), usage, defect=defect)
         choices = body.get("choices")
@@ -71,6 +58,7 @@ class OpenAIAdapter:
             return ModelResponse("", (), usage, defect="the first choice has no message")
         content = message.get("content")
         text = content if isinstance(content, str) else ""
+        truncated = choices[0].get("finish_reason") == "length"
         raw_calls = message.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             return ModelResponse(text, (), usage, defect="the response's tool calls are not a list")
@@ -90,7 +78,7 @@ class OpenAIAdapter:
                     else json.dumps(raw_arguments),
                 )
             )
-        return ModelResponse(text, tuple(calls), usage)
+        return ModelResponse(text, tuple(calls), usage, truncated=truncated)
 
 
 def _json_object(raw: Any) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -32,7 +33,14 @@ MODELS = (
     "sim-flaky",
     "sim-slow",
     "sim-assistant",
+    "sim-routed",
 )
+# What the simulator bills, USD per million tokens of each kind (a mid-size hosted model); the
+# demo's agents carry the same prices. sim-expensive writes at length at a dear output price.
+PRICES = {"input": "3.00", "cache_read": "0.30", "cache_write_5m": "3.75", "output": "15.00"}
+EXPENSIVE_PRICES = {**PRICES, "output": "150.00"}
+EXPENSIVE_OUTPUT = 4_000  # tokens: USD 0.60 a call at its output price
+PER_MESSAGE_TOKENS = 60  # fewer tokens than the bytes of a message and its keys: a token is a byte or more
 MAX_DELAY_SECONDS = 600
 _MARKER = SYNTHESIS_INSTRUCTION.split(".")[0]
 _DELAY = re.compile(r"delay=(\d+(?:\.\d+)?)")
@@ -107,6 +115,7 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
     )
     wants_tool = {
         "sim-research": turn < 2,
+        "sim-routed": turn < 2,
         "sim-expensive": turn < 2,
         "sim-flaky": turn < 2,
         "sim-tool-loop": True,
@@ -118,12 +127,14 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
     if model == "sim-assistant":
         scripted = assistant.reply(messages, _tool_names(body.get("tools")), synthesize=told_to_synthesize)
         wants_tool = bool(scripted.get("tool_calls"))
-    if model == "sim-expensive":
-        usage = {"prompt_tokens": 150_000, "completion_tokens": 10_000}
-    else:
-        size = sum(len(str(m.get("content") or "")) for m in messages)
-        usage = {"prompt_tokens": 200 + size // 4, "completion_tokens": 60 if wants_tool else 180}
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    cap = _output_cap(body)
+    planned = EXPENSIVE_OUTPUT if model == "sim-expensive" else (60 if wants_tool else 180)
+    cut = planned > cap
+    usage = _usage(model, messages, turn, completion=min(planned, cap), thinking=wants_tool and not cut)
+    if cut:  # stopped by max_tokens: what fits of the answer, no tool call (its JSON would be cut)
+        return _reply(
+            model, turn, {"role": "assistant", "content": f"Briefing ({model}): partial…"}, "length", usage
+        )
     if scripted is not None:
         message: dict[str, Any] = scripted
         finish = "tool_calls" if wants_tool else "stop"
@@ -150,6 +161,12 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
             ),
         }
         finish = "stop"
+    return _reply(model, turn, message, finish, usage)
+
+
+def _reply(
+    model: str, turn: int, message: dict[str, Any], finish: str, usage: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-sim-{turn}",
         "object": "chat.completion",
@@ -158,6 +175,50 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage,
     }
+
+
+def _output_cap(body: dict[str, Any]) -> int:
+    """The request's output cap, as OpenAI (max_completion_tokens) or others (max_tokens) send it."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 1_000_000
+
+
+def _usage(
+    model: str, messages: list[dict[str, Any]], turn: int, *, completion: int, thinking: bool
+) -> dict[str, Any]:
+    """Usage as a caching provider reports it, in the OpenAI-compatible shape (OpenRouter's, with
+    cache writes): the first call of a run writes its prompt to the cache; later calls read the
+    part they share with the previous one. Tool-asking turns spend part of their output reasoning.
+    sim-routed also reports what it charged (`cost`), as a router does."""
+    size = sum(len(str(m.get("content") or "")) for m in messages)
+    prompt = PER_MESSAGE_TOKENS + size // 4
+    cached = (prompt * 3) // 4 if turn > 0 else 0
+    written = prompt - PER_MESSAGE_TOKENS if turn == 0 else prompt - cached - PER_MESSAGE_TOKENS
+    written = max(0, min(written, prompt - cached))
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
+        "completion_tokens_details": {"reasoning_tokens": completion // 3 if thinking else 0},
+    }
+    if model == "sim-routed":
+        usage["cost"] = float(_charge(PRICES, prompt, cached, written, completion))
+    return usage
+
+
+def _charge(prices: dict[str, str], prompt: int, cached: int, written: int, completion: int) -> Decimal:
+    per = {kind: Decimal(price) / 1_000_000 for kind, price in prices.items()}
+    uncached = prompt - cached - written
+    return (
+        uncached * per["input"]
+        + cached * per["cache_read"]
+        + written * per["cache_write_5m"]
+        + completion * per["output"]
+    ).quantize(Decimal("0.000001"))
 
 
 def _turn(messages: list[dict[str, Any]]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -16,7 +17,9 @@ from pydantic_core import CoreSchema, core_schema
 
 from accounting.ledger import BudgetSummary
 from accounting.models import AccountingEvent as AccountingEventRow
+from accounting.models import LedgerEntry
 from accounting.money import format_money
+from accounting.selectors import MonthUsage
 from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, RunLimits
 from runs.models import Run as RunRow
@@ -255,10 +258,73 @@ class OpenReservations(Out):
     total: Money
 
 
+class Tokens(Out):
+    """Tokens by kind: `input` counts all input (the cache counts are parts of it), `output` all
+    output (`reasoning` is part of it)."""
+
+    input: int
+    cache_read: int
+    cache_write_5m: int
+    cache_write_1h: int
+    output: int
+    reasoning: int
+
+
+class CostByKind(Out):
+    """USD by kind of token: uncached input, cache reads, cache writes (both lifetimes), output."""
+
+    input: Money
+    cache_read: Money
+    cache_write: Money
+    output: Money
+
+
+class ModelSpend(Out):
+    provider: str
+    model: str
+    calls: int
+    cost: Money
+    tokens: Tokens
+    cost_by_kind: CostByKind
+
+
+class MonthSpend(Out):
+    """This month's spend (the owner's time zone) by model and by kind of token."""
+
+    cost: Money
+    tokens: Tokens
+    cost_by_kind: CostByKind
+    by_model: list[ModelSpend]
+
+
 class Budget(Out):
     ceilings: Ceilings
     spent: Spent
     open_reservations: OpenReservations
+    month: MonthSpend
+
+
+class Call(Out):
+    """One provider call of a run, as the ledger recorded it (docs/contract.md#dollars-as-billed)."""
+
+    step: int | None
+    at: datetime
+    provider: str
+    model: str
+    tokens: Tokens
+    cost: Money = Field(description="what was charged: the provider's reported charge if any, else computed")
+    computed_cost: Money | None = Field(description="from the prices used; null on entries from before")
+    reported_cost: Money | None = Field(description="what the provider said it charged, when it says")
+    prices: str = Field(
+        description="where the prices came from: the catalogue and its version, or the agent's own"
+    )
+
+
+class RunDetail(Run):
+    """A run with its provider calls and their tokens in total."""
+
+    tokens: Tokens
+    calls: list[Call]
 
 
 # -- from rows -----------------------------------------------------------------------------------
@@ -431,11 +497,62 @@ def accounting_event_of(event: AccountingEventRow) -> AccountingEvent:
     )
 
 
-def budget_of(summary: BudgetSummary) -> Budget:
+def _tokens(values: dict[str, int]) -> Tokens:
+    return Tokens(**values)
+
+
+def _cost_by_kind(values: dict[str, Decimal]) -> CostByKind:
+    return CostByKind(**{kind: format_money(amount) for kind, amount in values.items()})
+
+
+def budget_of(summary: BudgetSummary, month: MonthUsage) -> Budget:
     return Budget(
         ceilings=Ceilings(
             daily=format_money(summary.daily_ceiling), monthly=format_money(summary.monthly_ceiling)
         ),
         spent=Spent(today=format_money(summary.spent_today), month=format_money(summary.spent_month)),
         open_reservations=OpenReservations(count=summary.open_count, total=format_money(summary.open_total)),
+        month=MonthSpend(
+            cost=format_money(month.cost),
+            tokens=_tokens(month.tokens),
+            cost_by_kind=_cost_by_kind(month.cost_by_kind),
+            by_model=[
+                ModelSpend(
+                    provider=m.provider,
+                    model=m.model,
+                    calls=m.calls,
+                    cost=format_money(m.cost),
+                    tokens=_tokens(m.tokens),
+                    cost_by_kind=_cost_by_kind(m.cost_by_kind),
+                )
+                for m in month.models
+            ],
+        ),
     )
+
+
+def call_of(entry: LedgerEntry) -> Call:
+    return Call(
+        step=entry.step,
+        at=entry.created_at,
+        provider=entry.provider,
+        model=entry.model,
+        tokens=Tokens(
+            input=entry.input_tokens,
+            cache_read=entry.cache_read_tokens,
+            cache_write_5m=entry.cache_write_5m_tokens,
+            cache_write_1h=entry.cache_write_1h_tokens,
+            output=entry.output_tokens,
+            reasoning=entry.reasoning_tokens,
+        ),
+        cost=format_money(entry.cost),
+        computed_cost=format_money(entry.computed_cost) if entry.computed_cost is not None else None,
+        reported_cost=format_money(entry.reported_cost) if entry.reported_cost is not None else None,
+        prices=str(entry.prices.get("source", "")) or "recorded before prices by kind",
+    )
+
+
+def run_detail_of(run: RunRow, calls: list[LedgerEntry]) -> RunDetail:
+    details = [call_of(entry) for entry in calls]
+    totals = {kind: sum(getattr(c.tokens, kind) for c in details) for kind in Tokens.model_fields}
+    return RunDetail(**dict(run_of(run)), tokens=Tokens(**totals), calls=details)

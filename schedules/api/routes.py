@@ -15,6 +15,7 @@ from ninja.responses import Status
 
 from accounting import ledger
 from accounting.models import AccountingEvent as AccountingEventRow
+from accounting.selectors import calls_of, month_usage, owner_timezone
 from runs import services as run_services
 from runs.models import Conversation
 from runs.models import Run as RunRow
@@ -323,18 +324,20 @@ def list_occurrences(
 @api.get(
     "/runs/{int:run_id}",
     auth=READ,
-    response={200: out.Run, 401: E, 403: E, 404: E, 429: E},
+    response={200: out.RunDetail, 401: E, 403: E, 404: E, 429: E},
     summary="Get a run",
     tags=["runs"],
     **documented(
         "read",
-        "Limits, usage, which dimension activated synthesis, and the failure with its message. "
-        "Only the run's owner sees it.",
+        "Limits, usage, which dimension activated synthesis, and the failure with its message; each "
+        "provider call with its tokens by kind, what it was charged (the provider's reported charge "
+        "where it reports one, else computed from the prices named) and the tokens in total. Only the "
+        "run's owner sees it.",
     ),
 )
-def get_run(request: HttpRequest, run_id: int) -> out.Run:
+def get_run(request: HttpRequest, run_id: int) -> out.RunDetail:
     run = get_object_or_404(RunRow.objects.owned_by(user_of(request)), pk=run_id)
-    return out.run_of(run)
+    return out.run_detail_of(run, calls_of([run.pk]).get(run.pk, []))
 
 
 @api.get(
@@ -378,11 +381,15 @@ def list_accounting_events(
     **documented(
         "read",
         "The daily and monthly ceilings, spend today and this month (in the owner's time zone), "
-        "and the reservations held by runs in flight.",
+        "the reservations held by runs in flight, and this month's spend by model and by kind of "
+        "token (uncached input, cache reads, cache writes, output; reasoning is part of output).",
     ),
 )
 def get_budget(request: HttpRequest) -> out.Budget:
-    return out.budget_of(ledger.summarize(user_of(request).pk))
+    user = user_of(request)
+    budget = ledger.budget_row(user.pk)
+    summary = ledger.summarize(user.pk, budget=budget)
+    return out.budget_of(summary, month_usage(user.pk, owner_timezone(budget)))
 
 
 @api.delete(

@@ -448,9 +448,11 @@ def resume_advice(
                 f"{noun} per run, and {runs} {verb} {figures}{noun}. Resuming runs with the new limits."
             )
             return Advice(True, sentence, waiting=waiting, declined=declined)
-        if all(u >= limit for u in used):
+        # A run that ran out under the limits in force now needed more than they allow, whatever it
+        # spent: with each call bounded before it is made, a cost never crosses its limit.
+        if not revised or all(u >= limit for u in used):
             sentence = (
-                f"Resuming will not help: {runs} {verb} {figures}{noun} against a limit of "
+                f"Resuming will not help: {runs} {verb} {figures}{noun} and ran out of the limit of "
                 f"{_shown(dimension, limit)}{noun} per run, so the next run will likely stop the same way."
             )
             return Advice(False, sentence, action="request", waiting=waiting, declined=declined)

@@ -11,6 +11,7 @@ from django.db.models import Count, Min, Q, Sum
 from accounting.formatting import money_text
 from accounting.ledger import ZERO
 from accounting.models import AccountingEvent, LedgerEntry
+from accounting.selectors import calls_of
 from runs.failures import Failure
 from runs.limits import DIMENSIONS
 from runs.models import Conversation, Run, TranscriptEntry
@@ -83,6 +84,19 @@ class RunPage:
     synthesis_reason: str = ""
     parent_id: int | None = None
     children: list[Run] = field(default_factory=list)
+    calls: list[LedgerEntry] = field(default_factory=list)
+
+    @property
+    def call_totals(self) -> dict[str, Any]:
+        """The calls' tokens by kind and charge, summed (the table's last row)."""
+        fields = ("input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens")
+        totals: dict[str, Any] = {name: sum(getattr(c, name) for c in self.calls) for name in fields}
+        totals["uncached"] = sum(c.uncached_input_tokens for c in self.calls)
+        totals["cache_write"] = totals["cache_write_5m_tokens"] + totals["cache_write_1h_tokens"]
+        totals["output_tokens"] = sum(c.output_tokens for c in self.calls)
+        totals["reasoning_tokens"] = sum(c.reasoning_tokens for c in self.calls)
+        totals["cost"] = sum((c.cost for c in self.calls), Decimal(0))
+        return totals
 
 
 def run_bars(run: Run) -> list[Bar]:
@@ -112,7 +126,8 @@ def synthesis_reason(run: Run) -> str:
 
 
 def run_page(run: Run) -> RunPage:
-    """The run, its bars, its transcript grouped by step and the occurrence it ran (three queries)."""
+    """The run, its bars, its transcript grouped by step, the occurrence it ran and its provider
+    calls as the ledger recorded them (five queries)."""
     entries = list(run.transcript.order_by("seq"))
     turns: list[Turn] = []
     for entry in entries:
@@ -131,6 +146,7 @@ def run_page(run: Run) -> RunPage:
         synthesis_reason=synthesis_reason(run),
         parent_id=run.parent_id,
         children=children,
+        calls=calls_of([run.pk]).get(run.pk, []),
     )
 
 

@@ -29,6 +29,7 @@ def budget(request: HtmxRequest) -> HttpResponse:
     reservations: list[Reservation] = selectors.open_reservations(request.user.pk)
     context = {
         "budget": summary,
+        "month": selectors.month_usage(request.user.pk, tz),
         "chart": chart,
         "names": names,
         "reservations": reservations,

@@ -3,6 +3,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from accounting import ledger
 from accounting.models import AccountingEvent, AppendOnlyError, LedgerEntry
@@ -11,16 +12,20 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_ledger_entry_cannot_be_updated_or_deleted(owner):
-    entry = ledger.record_usage(
-        owner_id=owner.pk,
-        run_id=1,
-        schedule_id=None,
-        provider="openai",
-        model="m",
-        input_tokens=1,
-        output_tokens=1,
-        cost=Decimal("0.01"),
+    entry_id = ledger.record_usage(
+        ledger.Call(
+            owner_id=owner.pk,
+            run_id=1,
+            schedule_id=None,
+            provider="openai",
+            model="m",
+            input_tokens=1,
+            output_tokens=1,
+            cost=Decimal("0.01"),
+            at=timezone.now(),
+        )
     )
+    entry = LedgerEntry.objects.get(pk=entry_id)
     entry.cost = Decimal(0)
     with pytest.raises(AppendOnlyError):
         entry.save()
@@ -48,12 +53,15 @@ def test_the_database_refuses_negative_money(owner):
 
     with pytest.raises(IntegrityError):
         ledger.record_usage(
-            owner_id=owner.pk,
-            run_id=1,
-            schedule_id=None,
-            provider="x",
-            model="m",
-            input_tokens=1,
-            output_tokens=1,
-            cost=Decimal("-0.01"),
+            ledger.Call(
+                owner_id=owner.pk,
+                run_id=1,
+                schedule_id=None,
+                provider="x",
+                model="m",
+                input_tokens=1,
+                output_tokens=1,
+                cost=Decimal("-0.01"),
+                at=timezone.now(),
+            )
         )

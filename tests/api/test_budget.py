@@ -21,11 +21,17 @@ def test_the_budget_shows_ceilings_spend_and_reservations(owner, owner_api):
     response = owner_api.get("/budget")
 
     assert response.status_code == 200
-    assert response.json() == {
+    body = response.json()
+    month = body.pop("month")
+    assert body == {
         "ceilings": {"daily": "30.00", "monthly": "250.00"},
         "spent": {"today": "0.612345", "month": "0.612345"},
         "open_reservations": {"count": 1, "total": "5.00"},
     }
+    assert month["cost"] == "0.612345"  # the month by model adds up to the month's spend
+    assert [(m["model"], m["calls"], m["cost"]) for m in month["by_model"]] == [
+        ("sim-research", 1, "0.612345")
+    ]
 
 
 def test_the_budget_is_the_token_users_own(owner, other_owner, other_api):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from runs.failures import Diagnostics, ProviderPermanentError
@@ -22,6 +24,8 @@ RUN_FIELDS = {
     "conversation_id",
     "started_at",
     "finished_at",
+    "tokens",  # the run's calls' tokens by kind, in total
+    "calls",  # each provider call as billed
 }
 
 
@@ -92,3 +96,22 @@ def test_another_owners_run_is_404_even_for_an_admin(owner, agent, other_api, ad
         response = api.get(f"/runs/{run.pk}")
         assert response.status_code == 404
         assert error_of(response)["code"] == "not_found"
+
+
+def test_a_run_shows_each_call_as_billed_and_the_tokens_in_total(owner, owner_api):
+    from tests.runs.wire import OPENAI, Provider, execute, make_wire_agent
+
+    first = OPENAI.tools(("clock_now", {}), usage=(1_000, 40))
+    first["usage"]["prompt_tokens_details"] = {"cached_tokens": 600, "audio_tokens": 0}
+    provider = Provider(first, OPENAI.answer(usage=(1_200, 90)))
+    run = execute(owner, make_wire_agent(OPENAI, tools=["clock.now"]), provider)
+
+    body = owner_api.get(f"/runs/{run.pk}").json()
+
+    assert [(c["step"], c["tokens"]["input"], c["tokens"]["cache_read"]) for c in body["calls"]] == [
+        (1, 1_000, 600),
+        (2, 1_200, 0),
+    ]
+    assert body["tokens"]["input"] == 2_200 and body["tokens"]["output"] == 130
+    assert sum(Decimal(c["cost"]) for c in body["calls"]) == Decimal(body["usage"]["cost"])
+    assert body["calls"][0]["prices"] == "agent override" and body["calls"][0]["reported_cost"] is None

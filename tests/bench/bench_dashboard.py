@@ -218,10 +218,10 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
         INSERT INTO accounting_ownerbudget (owner_id, timezone, daily_ceiling, monthly_ceiling, updated_at)
         SELECT g, 'Europe/Riga', 100000, 1000000, now() FROM generate_series(1, $users) g;
         INSERT INTO runs_agent (id, name, provider, model, base_url, api_key_setting, system_prompt, tools,
-                                input_price_per_mtok, output_price_per_mtok, default_limits, cost_limit,
+                                prices, default_limits, cost_limit,
                                 is_active, created_at, history_turns, history_tokens)
         VALUES (1, 'researcher', 'anthropic', 'claude-research', '', 'ANTHROPIC_API_KEY', '', '[]',
-                3, 15, $limits::jsonb, NULL, true, now(), 20, 12000);
+                '{"input": "3.00", "output": "15.00"}'::jsonb, $limits::jsonb, NULL, true, now(), 20, 12000);
         """,
         params,
     )

@@ -85,8 +85,7 @@ def seed(count: int, owners: int) -> None:
         provider="simulated",
         model="sim-research",
         tools=["clock.now"],
-        input_price_per_mtok=Decimal("3"),
-        output_price_per_mtok=Decimal("15"),
+        prices={"input": "3.00", "output": "15.00"},
         default_limits=limits().to_json(),
     )
     users = User.objects.bulk_create([User(username=f"bench{i}") for i in range(owners)])

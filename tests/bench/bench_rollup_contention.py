@@ -69,8 +69,7 @@ def setup(count: int) -> list[Any]:
         provider="simulated",
         model="sim-research",
         tools=[],
-        input_price_per_mtok="3",
-        output_price_per_mtok="15",
+        prices={"input": "3.00", "output": "15.00"},
         default_limits=limits.to_json(),
     )
     loops = []
@@ -98,13 +97,13 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
 
     from accounting import ledger
     from runs.models import TranscriptEntry
-    from runs.runtime import _write_step_sql
+    from runs.runtime import _write_step
 
     real_ctes = ledger.usage_ctes
 
-    def without_rollups(**usage: Any) -> tuple[list[str], list[Any]]:
-        ctes, params = real_ctes(**usage)
-        return ctes[:1], params[:9]  # the ledger entry alone
+    def without_rollups(call: Any, *, when: str) -> tuple[list[str], list[Any]]:
+        ctes, params = real_ctes(call, when=when)
+        return ctes[:1], params[:13]  # the ledger entry alone
 
     ledger.usage_ctes = real_ctes if rollups else without_rollups  # type: ignore[assignment]
     latencies: list[float] = []
@@ -118,22 +117,23 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
             start.wait()
             while time.monotonic() < stop:
                 loop.seq += 1  # transcript positions go on from one load to the next
-                usage = {
-                    "owner_id": loop.run.owner_id,
-                    "run_id": loop.run.pk,
-                    "schedule_id": None,
-                    "provider": "simulated",
-                    "model": "sim-research",
-                    "input_tokens": 1200,
-                    "output_tokens": 150,
-                    "cost": Decimal("0.005850"),
-                    "at": timezone.now(),
-                }
+                usage = ledger.Call(
+                    owner_id=loop.run.owner_id,
+                    run_id=loop.run.pk,
+                    schedule_id=None,
+                    provider="simulated",
+                    model="sim-research",
+                    input_tokens=1200,
+                    output_tokens=150,
+                    cost=Decimal("0.005850"),
+                    at=timezone.now(),
+                    charged_by_kind={"input": Decimal("0.003600"), "output": Decimal("0.002250")},
+                )
                 row = TranscriptEntry(
                     run=loop.run, seq=loop.seq, step=1, role="assistant", content="x", tool_calls=[]
                 )
                 began = time.perf_counter()
-                assert _write_step_sql(loop, usage, 0, [row])
+                assert _write_step(loop, usage, 0, [row])
                 mine.append((time.perf_counter() - began) * 1000)
                 if pace:
                     time.sleep(max(0.0, pace - (time.perf_counter() - began)))

@@ -118,8 +118,7 @@ def bench(args: argparse.Namespace, pgbench_ms: float) -> int:
         provider=Agent.Provider.SIMULATED,
         model="sim-research",
         tools=["clock.now"],
-        input_price_per_mtok="3.00",
-        output_price_per_mtok="15.00",
+        prices={"input": "3.00", "output": "15.00"},
         default_limits=limits.to_json(),
     )
     client = client_for(agent)  # the in-process simulator transport, shared by both sides

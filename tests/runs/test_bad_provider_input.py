@@ -117,8 +117,18 @@ def _with_usage(wire, body, **tokens):
     return {**body, "usage": usage}
 
 
+def _charged_its_worst_case(run) -> None:
+    """One entry, charged the call's worst case: its input bound at the dearest input price and its
+    output cap at the output price (the agent's own USD 3 / 15 per million), never nothing."""
+    (entry,) = _entries(run)
+    assert entry.output_tokens == settings.MAX_OUTPUT_TOKENS and entry.input_tokens > 0
+    worst = (Decimal(entry.input_tokens) * 3 + Decimal(entry.output_tokens) * 15) / 1_000_000
+    assert entry.cost == worst.quantize(Decimal("0.000001"), rounding="ROUND_CEILING") == run.cost > 0
+    assert entry.prices["basis"].startswith("worst case")
+
+
 @pytest.mark.parametrize("wire", WIRES, ids=str)
-def test_a_response_without_usage_fails_the_run_and_still_counts_as_a_model_call(owner, wire):
+def test_a_response_without_usage_fails_the_run_and_is_charged_its_worst_case(owner, wire):
     run, _ = _run(owner, wire, _without_usage(wire.answer()))
 
     assert (run.status, run.failure_reason, run.error_class) == (
@@ -126,9 +136,9 @@ def test_a_response_without_usage_fails_the_run_and_still_counts_as_a_model_call
         "provider_error",
         "ProviderPermanentError",
     )
-    assert "reported no usage" in run.failure_message
+    assert "reported no usage" in run.failure_message and "worst case" in run.failure_message
     assert run.model_calls == 1
-    assert [(e.input_tokens, e.output_tokens, e.cost) for e in _entries(run)] == [(0, 0, Decimal(0))]
+    _charged_its_worst_case(run)
     assert run.answer == ""
 
 
@@ -148,8 +158,8 @@ def test_an_invalid_token_count_fails_the_run_as_a_provider_error(owner, wire, c
         False,
     )
     assert key in run.failure_message and shown in run.failure_message
-    assert run.model_calls == 1 and len(_entries(run)) == 1
-    assert run.cost == 0
+    assert run.model_calls == 1
+    _charged_its_worst_case(run)  # never a negative, fractional or absurd charge
 
 
 def test_anthropic_null_cache_counts_are_read_as_zero(owner):
@@ -170,7 +180,10 @@ def test_anthropic_cache_tokens_are_billed_as_input(owner):
     )
     run, _ = _run(owner, ANTHROPIC, body)
 
-    assert [(e.input_tokens, e.output_tokens) for e in _entries(run)] == [(6000, 100)]
+    (entry,) = _entries(run)
+    assert (entry.input_tokens, entry.cache_write_5m_tokens, entry.cache_read_tokens) == (6000, 2000, 3000)
+    assert entry.output_tokens == 100
+    # The agent's own prices name input and output only: the cache kinds are billed at the input price.
     assert run.cost == Decimal("0.019500")  # 6000 x USD 3/M + 100 x USD 15/M
 
 

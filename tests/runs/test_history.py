@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from decimal import Decimal
 
 import httpx
 import pytest
@@ -178,8 +177,7 @@ def test_the_bound_is_set_per_agent_and_defaults_to_20_exchanges_and_12000_token
         name="plain",
         provider="simulated",
         model="sim-assistant",
-        input_price_per_mtok=Decimal("1"),
-        output_price_per_mtok=Decimal("1"),
+        prices={"input": "1.00", "output": "1.00"},
         default_limits=limits().to_json(),
     )
     assert (agent.history_turns, agent.history_tokens) == (20, 12_000)

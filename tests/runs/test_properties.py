@@ -91,8 +91,9 @@ def _execute(owner, wire: Wire, run_limits: RunLimits, script: list[Turn]) -> Ob
     def model(request: httpx.Request) -> dict:
         before.append(Run.objects.get(pk=run.pk).usage())
         turn = script[min(len(before), len(script)) - 1]
-        synthesis_only = wire.is_synthesis_only(json.loads(request.content))
-        usage = (turn.input_tokens, turn.output_tokens)
+        body = json.loads(request.content)
+        synthesis_only = wire.is_synthesis_only(body)
+        usage = wire.honest(body, turn.input_tokens, turn.output_tokens)  # it honours the output cap
         if turn.tool_calls == 0 or (synthesis_only and turn.obeys):
             return wire.answer(usage=usage)
         return wire.tools(*[FETCH] * turn.tool_calls, usage=usage)
@@ -127,8 +128,11 @@ def test_the_loop_keeps_every_hard_limit_and_accounts_for_every_call(owner, wire
     assert len(seen.provider.requests) == run.model_calls == run.steps
     assert LedgerEntry.objects.filter(run_id=run.pk).count() == run.model_calls
     assert ledger_total(run) == run.cost
-    # A budget failure names a dimension that is really used up.
-    if run.failure_reason == "budget_exhausted":
+    # The bill never crosses the cost limit (SPEC §3a): every call was bounded before it was made.
+    assert run.cost <= run_limits.max_cost
+    # A budget failure names a dimension that is really used up, or (cost) one whose dollars left
+    # cannot pay for a call of MIN_OUTPUT_TOKENS.
+    if run.failure_reason == "budget_exhausted" and run.failure_dimension != "cost":
         assert run.used(run.failure_dimension) >= run_limits.total(run.failure_dimension)
 
 

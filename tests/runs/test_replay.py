@@ -10,15 +10,16 @@ from runs.replay import Ending, Step, Verdict, replay
 from tests.factories import limits
 
 D = Decimal
-# sim-expensive as recorded: two research steps asking for a tool each, at USD 0.60 a call.
-CUT_OFF = [Step(D("0.60"), 1), Step(D("0.60"), 1)]
+# sim-expensive as recorded under USD 1.00: a research step asking for a tool at USD 0.60 a call,
+# then one cut at what the dollars left paid for (USD 0.3983), each call bounded before it was made.
+CUT_OFF = [Step(D("0.60"), 1), Step(D("0.3983"), 0)]
 ANSWERED = [Step(D("0.60"), 1), Step(D("0.60"), 1), Step(D("0.60"), 0)]
 
 
 def test_under_its_own_limits_a_cut_off_run_runs_out_where_it_did():
     result = replay(limits(max_cost="1.00"), CUT_OFF, ending=Ending.LIMITS)
     assert (result.verdict, result.step, result.dimension) == (Verdict.EXHAUSTED, 3, "cost")
-    assert result.cost == D("1.20")
+    assert result.cost == D("0.9983") <= D("1.00")  # the dollars left cannot pay for its next call
 
 
 def test_a_bigger_budget_with_a_reserve_tells_it_to_answer_on_the_next_step():
@@ -37,9 +38,20 @@ def test_an_answered_run_that_fits_fits():
 
 
 def test_a_reserve_reached_inside_the_record_is_the_synthesis_step():
-    result = replay(limits(max_cost="1.50", synthesis_reserve_cost="1.00"), ANSWERED, ending=Ending.ANSWERED)
-    # Remaining 1.50 > 1.00 before step 1; 0.90 <= 1.00 before step 2.
+    result = replay(limits(max_cost="2.00", synthesis_reserve_cost="1.00"), ANSWERED, ending=Ending.ANSWERED)
+    # Outside the reserve: USD 1.00 before step 1 pays its 0.60; 0.40 before step 2 does not.
     assert (result.verdict, result.step, result.dimension) == (Verdict.SYNTHESIS, 2, "cost")
+
+
+def test_a_turn_the_dollars_outside_the_reserve_cannot_pay_for_is_the_synthesis_step():
+    # USD 1.50 with 1.00 held for the answer: the first 0.60 step does not fit in the 0.50 outside.
+    result = replay(limits(max_cost="1.50", synthesis_reserve_cost="1.00"), ANSWERED, ending=Ending.ANSWERED)
+    assert (result.verdict, result.step, result.dimension) == (Verdict.SYNTHESIS, 1, "cost")
+
+
+def test_a_step_the_dollars_left_cannot_pay_for_ends_the_run_without_a_reserve():
+    result = replay(limits(max_cost="1.00"), ANSWERED, ending=Ending.ANSWERED)
+    assert (result.verdict, result.step, result.dimension) == (Verdict.EXHAUSTED, 2, "cost")
 
 
 def test_a_step_limit_runs_out_before_the_answer():

@@ -99,8 +99,10 @@ def test_usage_and_counters_agree_at_every_request(owner, wire):
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
-def test_a_call_that_crosses_the_cost_limit_is_recorded_as_is_and_the_next_request_never_happens(owner, wire):
-    provider = Provider(wire.tools(FETCH, usage=(150_000, 10_000)), web=news_page)  # USD 0.60 a call
+def test_a_call_whose_worst_case_no_longer_fits_is_never_made(owner, wire):
+    # The first call reports 150,000 input tokens (USD 0.60 in all): the next one would carry at
+    # least as much input, USD 0.45 at worst, and only USD 0.40 is left.
+    provider = Provider(wire.tools(FETCH, usage=(150_000, 10_000)), web=news_page)
     run = execute(
         owner,
         make_wire_agent(wire, tools=["http.fetch"]),
@@ -109,19 +111,26 @@ def test_a_call_that_crosses_the_cost_limit_is_recorded_as_is_and_the_next_reque
     )
 
     assert (run.status, run.failure_reason, run.failure_dimension) == ("failed", "budget_exhausted", "cost")
-    assert run.cost == Decimal("1.20") == ledger_total(run)
-    assert len(provider.requests) == 2
+    assert run.cost == Decimal("0.60") == ledger_total(run) <= Decimal("1.00")
+    assert len(provider.requests) == 1
+    assert "cannot pay for a call of 256 output tokens" in run.failure_message
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
-def test_a_final_answer_that_crosses_the_cost_limit_completes_and_is_recorded_as_is(owner, wire):
+def test_a_provider_that_bills_beyond_the_calls_bound_is_recorded_as_billed_and_the_run_stops(
+    owner, wire, caplog
+):
+    # A small request cannot honestly be 150,000 tokens: this provider ignores the bound. What it
+    # billed is what the ledger records, it is logged, and no further call is made.
     provider = Provider(
         wire.tools(("clock_now", {}), usage=(150_000, 10_000)), wire.answer(usage=(150_000, 10_000))
     )
-    run = execute(owner, make_wire_agent(wire), provider, limits=limits(max_cost="1.00"))
+    run = execute(owner, make_wire_agent(wire), provider, limits=limits(max_cost="0.50"))
 
-    assert run.status == "completed"
-    assert run.cost == Decimal("1.20") == ledger_total(run)
+    assert (run.status, run.failure_reason, run.failure_dimension) == ("failed", "budget_exhausted", "cost")
+    assert run.cost == Decimal("0.60") == ledger_total(run)
+    assert len(provider.requests) == 1
+    assert "billed more than the call's bound" in caplog.text
 
 
 # -- cancellation, time limit, lost workers -------------------------------------------------------

@@ -11,6 +11,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from accounting.models import LedgerEntry
 from runs.models import Run
 from runs.providers import adapter_for, client_for
 from runs.providers.base import Message, ModelRequest
@@ -106,10 +107,39 @@ def test_sim_ignores_reserve_fails_closed(owner, live_server):
 
 
 def test_sim_expensive_costs_about_sixty_cents_a_call(owner, live_server):
-    run = _run(owner, _agent(live_server, "sim-expensive"))
+    from runs.providers.simulated import EXPENSIVE_PRICES
 
-    assert run.status == "completed"
-    assert run.cost == Decimal("0.60") * run.model_calls
+    run = _run(owner, _agent(live_server, "sim-expensive", prices=EXPENSIVE_PRICES))
+
+    assert run.status == "completed" and run.model_calls == 3
+    for entry in LedgerEntry.objects.filter(run_id=run.pk):
+        assert entry.output_tokens == 4_000
+        assert Decimal("0.60") <= entry.cost < Decimal("0.61")  # 4,000 x USD 150/M, and the input
+
+
+def test_the_simulator_reports_every_kind_of_usage_and_honours_the_cap(owner, live_server):
+    from runs.providers.simulated import PRICES
+
+    run = _run(owner, _agent(live_server, "sim-research", prices=PRICES))
+    first, *later = LedgerEntry.objects.filter(run_id=run.pk).order_by("id")
+    assert first.cache_write_5m_tokens > 0 and first.cache_read_tokens == 0  # it writes the prefix
+    assert all(e.cache_read_tokens > 0 for e in later)  # and reads it back
+    assert first.reasoning_tokens > 0  # tool-asking turns reason
+    capped = _run(owner, _agent(live_server, "sim-expensive"), run_limits=limits(max_cost="0.20"))
+    entry = LedgerEntry.objects.filter(run_id=capped.pk).get()
+    assert entry.output_tokens < 4_000 and entry.cost <= Decimal("0.20")  # cut at what the dollars paid for
+    assert (capped.failure_reason, capped.failure_dimension) == ("budget_exhausted", "cost")
+
+
+def test_sim_routed_reports_what_it_charged_and_the_ledger_records_that(owner, live_server):
+    from runs.providers.simulated import PRICES
+
+    run = _run(owner, _agent(live_server, "sim-routed", prices=PRICES))
+    entries = list(LedgerEntry.objects.filter(run_id=run.pk))
+    assert run.status == "completed" and entries
+    for entry in entries:
+        assert entry.reported_cost is not None and entry.cost == entry.reported_cost
+        assert not entry.reported_differs  # the agent's prices are the simulator's
 
 
 def test_sim_rate_limited_is_transient_and_retried_after_its_retry_after(owner, live_server, settings):

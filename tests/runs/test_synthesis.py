@@ -9,7 +9,9 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from django.conf import settings
 
+from accounting.models import LedgerEntry
 from runs.models import Run, TranscriptEntry
 from runs.providers.base import SYNTHESIS_INSTRUCTION
 from runs.runtime import TOOL_BUDGET_EXHAUSTED, execute_run
@@ -36,29 +38,45 @@ def _fetcher(wire, **limit_overrides):
     return make_wire_agent(wire, tools=["http.fetch", "clock.now"], **limit_overrides)
 
 
+# Dear output: 4,000 output tokens cost USD 0.60, whatever the (small) input.
+DEAR = {"input_price": "3.00", "output_price": "150.00"}
+
+
+def _entries(run) -> list[Decimal]:
+    return list(LedgerEntry.objects.filter(run_id=run.pk).order_by("id").values_list("cost", flat=True))
+
+
 # -- ADR-0078 consequences ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_a_scheduled_research_run_near_its_budget_writes_its_answer_instead_of_failing(owner, wire):
-    # schedule.create pins USD 5 with a USD 1 reserve; each call costs USD 0.60 at the agent's prices.
-    agent = _fetcher(wire, max_steps=20, max_model_calls=20, max_tool_calls=20)
+    # schedule.create pins USD 5 with a USD 1 reserve; a full call costs about USD 0.60. Turns that
+    # are not synthesis-only may spend only the dollars outside the reserve: as those run out the
+    # output cap shrinks, the turn that no longer fits is cut, and the owed synthesis turn follows
+    # with the reserve whole.
+    agent = _fetcher(wire, max_steps=20, max_model_calls=20, max_tool_calls=20, **DEAR)
     occurrence = materialize(make_schedule(owner, agent))
-    provider = Provider(until_told(wire, FETCH, usage=(150_000, 10_000)), web=news_page)
+    provider = Provider(until_told(wire, FETCH, usage=(150_000, 4_000), honest=True), web=news_page)
     with provider.client() as client:
         run = execute_run(occurrence.run, client=client, sleep=lambda s: None)
 
+    synthesis_only = [wire.is_synthesis_only(body) for body in provider.bodies]
     assert run.status == "completed"
     assert run.answer == "Final answer from the evidence gathered."
-    assert (run.synthesis_dimension, run.synthesis_step) == ("cost", 8)
-    assert run.cost == Decimal("4.80") == ledger_total(run)
-    assert [wire.is_synthesis_only(body) for body in provider.bodies] == [False] * 7 + [True]
+    assert run.synthesis_dimension == "cost" and synthesis_only == [False] * (len(synthesis_only) - 1) + [
+        True
+    ]
+    assert run.cost == ledger_total(run) <= Decimal("5.00")
+    costs = _entries(run)
+    assert sum(costs[:-1]) <= Decimal("4.00")  # the turns before it left the USD 1 reserve untouched
+    assert wire.output_cap(provider.bodies[-1]) == settings.MAX_OUTPUT_TOKENS  # a full answer fits
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_the_same_research_run_without_a_reserve_fails_at_its_cost_limit_without_an_answer(owner, wire):
-    agent = _fetcher(wire)
-    provider = Provider(until_told(wire, FETCH, usage=(150_000, 10_000)), web=news_page)
+    agent = _fetcher(wire, **DEAR)
+    provider = Provider(until_told(wire, FETCH, usage=(150_000, 4_000), honest=True), web=news_page)
     run = execute(owner, agent, provider, limits=limits(max_steps=20, max_model_calls=20, max_tool_calls=20))
 
     assert (run.status, run.failure_reason, run.error_class, run.failure_dimension) == (
@@ -68,8 +86,10 @@ def test_the_same_research_run_without_a_reserve_fails_at_its_cost_limit_without
         "cost",
     )
     assert run.answer == ""
-    assert run.cost == Decimal("5.40")  # the ninth call crossed the limit and was recorded as is
-    assert len(provider.requests) == 9
+    assert run.cost == ledger_total(run) <= Decimal("5.00")  # never crossed: each call was bounded first
+    assert "cut at" in run.failure_message  # the last call's output stopped at what the dollars paid for
+    last = TranscriptEntry.objects.filter(run=run, role="assistant").order_by("-seq").first()
+    assert last is not None and last.content == "Partial answer"  # its partial text is kept
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
@@ -92,8 +112,21 @@ RESERVES = [
     ("steps", limits(max_steps=4, max_tool_calls=20, synthesis_reserve_steps=1), 4, 3),
     ("model_calls", limits(max_model_calls=3, max_tool_calls=20, synthesis_reserve_model_calls=1), 3, 2),
     ("tool_calls", limits(max_tool_calls=3, synthesis_reserve_tool_calls=1), 3, 2),
-    ("cost", limits(max_cost="1.00", max_tool_calls=20, synthesis_reserve_cost="0.50"), 3, 2),
+    # USD 0.30 a call: the second call's cap leaves the USD 0.50 reserve whole, so it is cut
+    # short (no tool runs from it) and the third is the owed synthesis turn.
+    ("cost", limits(max_cost="1.00", max_tool_calls=20, synthesis_reserve_cost="0.50"), 3, 1),
 ]
+
+
+def _ignores_the_instruction(wire):
+    """Asks for a tool on every turn, synthesis-only or not; honest usage (USD 0.30 a full call)."""
+
+    def reply(request):
+        body = json.loads(request.content)
+        used = wire.honest(body, 100_000, 2_000)
+        return wire.cut(usage=used) if used[1] < 2_000 else wire.tools(FETCH, usage=used)
+
+    return reply
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
@@ -103,9 +136,8 @@ RESERVES = [
 def test_a_provider_that_still_requests_tools_in_synthesis_only_mode_fails_closed_naming_the_dimension(
     owner, wire, dimension, run_limits, step, executed
 ):
-    # USD 0.30 a call: the cost reserve of USD 0.50 is reached after two calls.
-    provider = Provider(wire.tools(FETCH, usage=(100_000, 0)), web=news_page)
-    run = execute(owner, _fetcher(wire), provider, limits=run_limits)
+    provider = Provider(_ignores_the_instruction(wire), web=news_page)
+    run = execute(owner, _fetcher(wire, **DEAR), provider, limits=run_limits)
 
     assert (run.status, run.failure_reason, run.error_class) == (
         "failed",

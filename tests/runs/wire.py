@@ -47,6 +47,12 @@ class Wire:
             return _openai_completion({"role": "assistant", "content": text}, "stop", usage, self.model)
         return _anthropic_message([{"type": "text", "text": text}], "end_turn", usage, self.model)
 
+    def cut(self, text: str = "Partial answer", *, usage: tuple[int, int] = (900, 40)):
+        """A response stopped by the request's output cap."""
+        if self.provider == "openai":
+            return _openai_completion({"role": "assistant", "content": text}, "length", usage, self.model)
+        return _anthropic_message([{"type": "text", "text": text}], "max_tokens", usage, self.model)
+
     def tools(self, *calls: Call, usage: tuple[int, int] = (900, 40), text: str | None = None):
         if self.provider == "openai":
             message = {
@@ -100,6 +106,15 @@ class Wire:
 
     def first_prompt(self, body: dict[str, Any]) -> str:
         return self.text_of(self.conversation(body)[0])
+
+    def output_cap(self, body: dict[str, Any]) -> int:
+        """The request's output cap: OpenAI's max_completion_tokens, others' max_tokens."""
+        return int(body.get("max_completion_tokens") or body.get("max_tokens") or 10**9)
+
+    def honest(self, body: dict[str, Any], input_tokens: int, output_tokens: int) -> tuple[int, int]:
+        """Usage a real provider could report for this request: no more input tokens than it
+        carries bytes of text (a token is a byte or more), no more output than its cap."""
+        return min(input_tokens, text_bytes(body)), min(output_tokens, self.output_cap(body))
 
     def is_synthesis_only(self, body: dict[str, Any]) -> bool:
         return body.get("tool_choice") in ("none", {"type": "none"})
@@ -221,21 +236,38 @@ class Provider:
         return httpx.Client(transport=httpx.MockTransport(self))
 
 
+def text_bytes(value: Any) -> int:
+    """The bytes of every string in a request body (its text, not its JSON punctuation)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, dict):
+        return sum(text_bytes(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(text_bytes(item) for item in value)
+    return 0
+
+
 def told_to_synthesize(request: httpx.Request) -> bool:
     body = json.loads(request.content)
     return body.get("tool_choice") in ("none", {"type": "none"})
 
 
 def until_told(
-    wire: Wire, *calls: Call, usage: tuple[int, int] = (900, 40)
+    wire: Wire, *calls: Call, usage: tuple[int, int] = (900, 40), honest: bool = False
 ) -> Callable[[httpx.Request], Any]:
-    """A model that asks for tools on every turn until a request is synthesis-only, then answers."""
+    """A model that asks for tools on every turn until a request is synthesis-only, then answers.
+    `honest`: its usage is what a real provider could report (Wire.honest): it honours the output
+    cap, and is cut short (finish_reason length) where the cap is below what it meant to write."""
     calls = calls or (("clock_now", {}),)
 
     def reply(request: httpx.Request) -> dict[str, Any]:
+        body = json.loads(request.content)
+        used = wire.honest(body, *usage) if honest else usage
+        if honest and used[1] < usage[1]:
+            return wire.cut("Partial answer", usage=used)
         if told_to_synthesize(request):
-            return wire.answer("Final answer from the evidence gathered.", usage=usage)
-        return wire.tools(*calls, usage=usage)
+            return wire.answer("Final answer from the evidence gathered.", usage=used)
+        return wire.tools(*calls, usage=used)
 
     return reply
 

@@ -5,12 +5,15 @@ are checked against what the simulated provider really does under the new limits
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.db.models import Sum
 
+from accounting.models import LedgerEntry
 from runs.limits import RunLimits
 from runs.models import Run
 from runs.replay import Verdict
@@ -208,14 +211,16 @@ def test_two_requests_at_once_make_one(owner, agent):
 
 def test_the_suggestion_is_the_dearest_run_plus_half_and_the_reserve_on_top_rounded_up_to_dollars(paused):
     runs = selectors.recorded_runs(paused)
-    assert [(r.status, r.cost, len(r.steps)) for r in runs] == [("failed", Decimal("1.2"), 2)] * 2
-    assert [s.tool_calls for s in runs[0].steps] == [1, 1]
+    # Each ran out at its USD 1.00: a USD 0.60 call, then one cut at what the dollars left paid for.
+    assert [(r.status, len(r.steps)) for r in runs] == [("failed", 2)] * 2
+    assert all(Decimal("0.99") < r.cost <= Decimal("1.00") for r in runs)
+    assert [s.tool_calls for s in runs[0].steps] == [1, 0]  # the cut call asked for no tool
     suggestion = selectors.suggested_limits(paused.revision, runs)
-    assert suggestion.limits.max_cost == Decimal("3")  # 1.20 x 1.5 = 1.80, + the 1.00 reserve, up to 3
+    assert suggestion.limits.max_cost == Decimal("3")  # 1.00 x 1.5 = 1.50, + the 1.00 reserve, up to 3
     assert suggestion.limits.synthesis_reserve_cost == Decimal("1.00")
     assert (suggestion.limits.max_steps, suggestion.limits.synthesis_reserve_steps) == (10, 2)
     assert suggestion.max_consecutive_failures == 2
-    assert "the most expensive cost USD 1.20, so USD 3.00 per run" in suggestion.basis
+    assert re.search(r"the most expensive cost USD 0\.99\d*, so USD 3\.00 per run", suggestion.basis)
     # Under the suggestion, the recorded runs never reach the reserve where their record ends.
     report = selectors.replay_report(runs, suggestion.limits)
     assert {r.replay.verdict for r in report.rows} == {Verdict.CONTINUES}
@@ -266,16 +271,18 @@ def test_a_run_whose_conversation_was_deleted_is_replayed_from_the_ledger(paused
     delete_conversation(run.conversation)
     runs = selectors.recorded_runs(paused)
     gone = next(r for r in runs if r.run_id == run.pk)
-    assert (gone.run_exists, gone.estimated, gone.cost, len(gone.steps)) == (False, True, Decimal("1.2"), 2)
-    assert [s.tool_calls for s in gone.steps] == [1, 1]  # spread from the accounted total
+    spent = LedgerEntry.objects.filter(run_id=run.pk).aggregate(total=Sum("cost"))["total"]
+    assert (gone.run_exists, gone.estimated, gone.cost, len(gone.steps)) == (False, True, spent, 2)
+    assert sum(s.tool_calls for s in gone.steps) == 1  # spread from the accounted total
 
 
 def test_the_panel_says_resume_will_not_help_with_the_figures(paused):
     panel = selectors.status_panel(paused, "UTC")
     assert panel.advice is not None and panel.advice.helps is False and panel.advice.action == "request"
-    assert panel.advice.sentence == (
-        "Resuming will not help: the last 2 runs cost USD 1.20 and USD 1.20 against a limit of USD 1.00 "
-        "per run, so the next run will likely stop the same way."
+    assert re.fullmatch(
+        r"Resuming will not help: the last 2 runs cost USD 0\.99\d* and USD 0\.99\d* and ran out of the "
+        r"limit of USD 1\.00 per run, so the next run will likely stop the same way\.",
+        panel.advice.sentence,
     )
     assert [g.failure.headline for g in panel.failures] == [
         "The run used its whole USD 1.00 budget before answering."

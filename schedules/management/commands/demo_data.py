@@ -22,6 +22,7 @@ from accounting import ledger
 from runs import conversations
 from runs.limits import RunLimits
 from runs.models import Agent
+from runs.providers import simulated
 from runs.providers.simulated import MODELS
 from schedules import execution, recurrence, services
 from schedules.models import Schedule
@@ -153,8 +154,9 @@ class Command(BaseCommand):
                         else "You are a careful research assistant. Cite what you used."
                     ),
                     "tools": CHAT_TOOLS if chat else ["clock.now"],
-                    "input_price_per_mtok": Decimal("3.00"),
-                    "output_price_per_mtok": Decimal("15.00"),
+                    # The simulated models are ours: they carry their own prices per kind, the
+                    # simulator's (runs.providers.simulated), so a reported charge matches.
+                    "prices": simulated.EXPENSIVE_PRICES if model == "sim-expensive" else simulated.PRICES,
                     "default_limits": AGENT_LIMITS.to_json(),
                 },
             )

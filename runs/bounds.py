@@ -1,0 +1,143 @@
+"""Bounded before the call, charged as billed after it (docs/contract.md#bounded-before-the-call).
+
+Before each model request the loop knows the most the call can cost: an upper bound on its input
+tokens (the previous call's reported input plus the bytes added since; a token is at least one
+byte) at the dearest input rate that could apply (a cache write, a long-context tier), plus the
+output cap at the output rate. It sets the output cap from the dollars it may spend, so that worst
+case fits; where not even MIN_OUTPUT_TOKENS fit, no call is made. After the call the ledger
+records what the provider bills: its reported charge if it reports one, else the price sheet's
+figure; a response without usable usage is charged the worst case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+from django.conf import settings
+
+from runs.pricing import MICRO, MILLION, PriceSheet
+from runs.providers.base import Message, ModelRequest, Usage
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """A request with its output cap, and what it can cost at most."""
+
+    request: ModelRequest
+    synthesis: str | None  # the dimension that made it synthesis-only, if it is
+    input_bound: int
+    cap: int
+    worst: Decimal  # USD, rounded up to the ledger's micro-dollar
+    worst_by_kind: dict[str, Decimal]
+
+    @property
+    def capped_by_dollars(self) -> bool:
+        """The cap is below MAX_OUTPUT_TOKENS: the dollars left set it, not the model's bound."""
+        return self.cap < settings.MAX_OUTPUT_TOKENS
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    return dataclasses.asdict(message)
+
+
+def _bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+def request_bytes(request: ModelRequest) -> int:
+    """Every byte of text the request carries (system prompt, messages, tool schemas, the
+    synthesis instruction) with the keys around them: more than its input tokens, since a token is
+    at least a byte and the keys outweigh a chat template's few tokens per message."""
+    return _bytes(
+        {
+            "system": request.system,
+            "messages": [_message_json(m) for m in request.messages],
+            "tools": [dataclasses.asdict(t) for t in request.tools],
+            "instruction": request.synthesis_instruction or "",
+        }
+    )
+
+
+def added_bytes(messages: list[Message], instruction: str | None) -> int:
+    """The bytes a request adds to the previous one: its new messages, and the synthesis
+    instruction (which the previous request never carried)."""
+    return _bytes([_message_json(m) for m in messages]) + _bytes(instruction or "")
+
+
+def plan_call(
+    sheet: PriceSheet,
+    kinds: tuple[str, ...],
+    request: ModelRequest,
+    *,
+    input_bound: int,
+    budget: Decimal,
+    synthesis: str | None,
+) -> CallPlan | None:
+    """The request with the largest output cap whose worst case fits in `budget` (USD), at most
+    MAX_OUTPUT_TOKENS; None when not even MIN_OUTPUT_TOKENS fit. Rates of a provider that reports
+    its own charge get REPORTED_COST_MARGIN on top: what it reports may exceed the catalogue's."""
+    margin = 1 + (settings.REPORTED_COST_MARGIN if sheet.reports_cost else Decimal(0))
+    input_rate = sheet.worst_input_rate(input_bound, kinds) * margin
+    output_rate = sheet.worst_output_rate(input_bound) * margin
+    input_worst = Decimal(input_bound) * input_rate / MILLION
+    left = budget - input_worst
+    if left <= 0:
+        return None
+    cap = settings.MAX_OUTPUT_TOKENS
+    if output_rate > 0:
+        cap = min(cap, int((left * MILLION / output_rate).to_integral_value(rounding=ROUND_FLOOR)))
+    if cap < settings.MIN_OUTPUT_TOKENS:
+        return None
+    output_worst = Decimal(cap) * output_rate / MILLION
+    worst = (input_worst + output_worst).quantize(MICRO, rounding=ROUND_CEILING)
+    return CallPlan(
+        request=dataclasses.replace(request, max_output_tokens=cap),
+        synthesis=synthesis,
+        input_bound=input_bound,
+        cap=cap,
+        worst=worst,
+        worst_by_kind=split({"input": input_worst, "output": output_worst}, worst),
+    )
+
+
+def split(exact: dict[str, Decimal], total: Decimal) -> dict[str, Decimal]:
+    """`total` split by kind in the proportions of `exact`, to the micro-dollar, summing to it
+    exactly (the rounding lands on the largest part)."""
+    whole = sum(exact.values(), Decimal(0))
+    if whole == 0:
+        parts = {kind: Decimal(0) for kind in exact}
+        parts[max(exact, key=lambda k: k == "output")] = total
+        return parts
+    parts = {
+        kind: (amount * total / whole).quantize(MICRO, rounding=ROUND_HALF_EVEN)
+        for kind, amount in exact.items()
+    }
+    largest = max(parts, key=lambda kind: parts[kind])
+    parts[largest] += total - sum(parts.values(), Decimal(0))
+    return parts
+
+
+@dataclass(frozen=True)
+class Billed:
+    """What a call is charged: `cost` (reported, else computed), the computed figure, the provider's
+    reported one, and `cost` split by kind."""
+
+    cost: Decimal
+    computed: Decimal
+    reported: Decimal | None
+    by_kind: dict[str, Decimal]
+
+
+def bill(sheet: PriceSheet, usage: Usage) -> Billed:
+    charge = sheet.charge(usage)
+    computed = charge.total
+    reported = None
+    cost = computed
+    if usage.reported_cost is not None:
+        reported = usage.reported_cost.quantize(MICRO, rounding=ROUND_CEILING)
+        cost = reported  # what the provider says it charged wins; ours is kept beside it
+    return Billed(cost=cost, computed=computed, reported=reported, by_kind=split(charge.by_kind, cost))
