@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.contrib import admin, messages
@@ -354,6 +355,28 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 self.message_user(request, BUSY.format(title=conversation.title), messages.WARNING)
 
 
+class ReportedCostFilter(admin.SimpleListFilter):
+    """Calls whose provider-reported charge differs from the computed one by more than 1 %
+    (docs/contract.md#reported-cost-wins): a price the catalogue has wrong, or a provider
+    billing something we do not know about."""
+
+    title = "reported charge"
+    parameter_name = "reported"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> tuple[tuple[str, str], ...]:
+        return (("differs", "differs from ours by more than 1 %"), ("any", "reported by the provider"))
+
+    def queryset(self, request: HttpRequest, queryset: models.QuerySet[Any]) -> models.QuerySet[Any]:
+        if self.value() == "any":
+            return queryset.filter(reported_cost__isnull=False)
+        if self.value() == "differs":
+            return queryset.filter(reported_cost__isnull=False, computed_cost__isnull=False).filter(
+                models.Q(reported_cost__gt=models.F("computed_cost") * Decimal("1.01"))
+                | models.Q(reported_cost__lt=models.F("computed_cost") * Decimal("0.99"))
+            )
+        return queryset
+
+
 @admin.register(LedgerEntry)
 class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = (
@@ -362,13 +385,30 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
         "provider",
         "model",
         "input_tokens",
+        "cached",
         "output_tokens",
         "cost",
+        "charged_as",
         "run_id",
         "schedule_id",
     )
     list_select_related = ("owner",)
     # Fixed date ranges instead of a date hierarchy, which reads every distinct year of the table.
-    list_filter = (ProviderFilter, ("created_at", admin.DateFieldListFilter))
+    list_filter = (ProviderFilter, ReportedCostFilter, ("created_at", admin.DateFieldListFilter))
     search_fields = ("=run_id", "=schedule_id")
     ordering = ("-id",)
+
+    @admin.display(description="cache read / written")
+    def cached(self, obj: LedgerEntry) -> str:
+        written = obj.cache_write_5m_tokens + obj.cache_write_1h_tokens
+        return f"{obj.cache_read_tokens:,} / {written:,}" if obj.cache_read_tokens or written else "—"
+
+    @admin.display(description="charged as")
+    def charged_as(self, obj: LedgerEntry) -> str:
+        if obj.reported_cost is None:
+            return "computed" if obj.computed_cost is not None else "—"
+        if obj.computed_cost is None:
+            return "reported"
+        if obj.reported_differs:
+            return f"reported; ours USD {format_money(obj.computed_cost)}, differs by more than 1 %"
+        return "reported (ours agrees)"

@@ -15,6 +15,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -34,38 +35,51 @@ class CallPlan:
     worst: Decimal  # USD, rounded up to the ledger's micro-dollar
     worst_by_kind: dict[str, Decimal]
 
+    def as_json(self) -> dict[str, Any]:
+        """What the ledger entry records of the bound its call was made under."""
+        return {"input_tokens": self.input_bound, "output_cap": self.cap, "worst": str(self.worst)}
+
     @property
     def capped_by_dollars(self) -> bool:
         """The cap is below MAX_OUTPUT_TOKENS: the dollars left set it, not the model's bound."""
         return self.cap < settings.MAX_OUTPUT_TOKENS
 
 
-def _message_json(message: Message) -> dict[str, Any]:
-    return dataclasses.asdict(message)
+# What a chat template adds around each message (role markers, separators), counted generously:
+# providers count those tokens as input too, and the bound must not fall short of them.
+MESSAGE_OVERHEAD_BYTES = 32
+
+
+def _message_json(message: Message) -> list[Any]:
+    calls = [[call.id, call.name, call.arguments, call.raw_arguments] for call in message.tool_calls]
+    return [message.role, message.content, calls, message.tool_call_id, message.tool_name]
 
 
 def _bytes(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
 
 
+def _messages_bytes(messages: Iterable[Message]) -> int:
+    listed = [_message_json(m) for m in messages]
+    return _bytes(listed) + MESSAGE_OVERHEAD_BYTES * len(listed)
+
+
 def request_bytes(request: ModelRequest) -> int:
     """Every byte of text the request carries (system prompt, messages, tool schemas, the
-    synthesis instruction) with the keys around them: more than its input tokens, since a token is
-    at least a byte and the keys outweigh a chat template's few tokens per message."""
-    return _bytes(
-        {
-            "system": request.system,
-            "messages": [_message_json(m) for m in request.messages],
-            "tools": [dataclasses.asdict(t) for t in request.tools],
-            "instruction": request.synthesis_instruction or "",
-        }
+    synthesis instruction) with JSON punctuation and a template's worth of bytes around each
+    message: more than its input tokens, since a token is at least a byte."""
+    tools = [[tool.name, tool.description, tool.parameters] for tool in request.tools]
+    return (
+        _bytes([request.system, tools, request.synthesis_instruction or ""])
+        + MESSAGE_OVERHEAD_BYTES * (len(tools) + 1)
+        + _messages_bytes(request.messages)
     )
 
 
 def added_bytes(messages: list[Message], instruction: str | None) -> int:
     """The bytes a request adds to the previous one: its new messages, and the synthesis
     instruction (which the previous request never carried)."""
-    return _bytes([_message_json(m) for m in messages]) + _bytes(instruction or "")
+    return _messages_bytes(messages) + _bytes(instruction or "") + MESSAGE_OVERHEAD_BYTES
 
 
 def plan_call(

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from accounting.money import PRICE_PLACES, format_money, parse_money
@@ -142,8 +142,9 @@ class PriceSheet:
         reachable = [self.base, *(rates for threshold, rates in self.tiers if input_bound > threshold)]
         return max(rates.output for rates in reachable)
 
-    def snapshot(self) -> dict[str, Any]:
-        """What the ledger entry records of the prices it used."""
+    @cached_property
+    def recorded(self) -> dict[str, Any]:
+        """What the ledger entry records of the prices it used (computed once per sheet)."""
         return {
             "source": self.source,
             "per_mtok": self.base.as_json(),

@@ -294,7 +294,11 @@ class _Loop:
             cost=plan.worst,
             computed_cost=plan.worst,
             charged_by_kind=plan.worst_by_kind,
-            prices={**self.sheet.snapshot(), "basis": "worst case: the response reported no usable usage"},
+            prices={
+                **self.sheet.recorded,
+                "bound": plan.as_json(),
+                "basis": "worst case: the response reported no usable usage",
+            },
         )
         self.write_charge(call)
         raise ProviderPermanentError(
@@ -382,7 +386,7 @@ class _Loop:
             computed_cost=billed.computed,
             reported_cost=billed.reported,
             charged_by_kind=billed.by_kind,
-            prices=self.sheet.snapshot(),
+            prices={**self.sheet.recorded, "bound": self.plan.as_json()},
         )
 
     def run_tools(self, calls: tuple[ToolCall, ...], step: int, *, runnable: int) -> None:

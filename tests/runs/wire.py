@@ -21,7 +21,7 @@ from runs.runtime import execute_run
 from runs.services import claim_run
 from tests.factories import make_agent, start_interactive_run
 
-PROVIDER_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
+PROVIDER_HOSTS = frozenset({"api.openai.com", "api.anthropic.com", "openrouter.ai"})
 _ids = itertools.count(1)
 
 Reply = httpx.Response | dict[str, Any] | Exception | Callable[[httpx.Request], Any]
