@@ -533,3 +533,22 @@ def test_the_budget_shows_this_months_spend_by_model_and_kind(owner, owner_clien
     assert page.status_code == 200
     assert "This month by model and kind of token" in page.text and "claude-sonnet-4-5" in page.text
     assert "USD 0.066" in page.text or "USD 0.07" in page.text
+
+
+def test_the_usage_rollups_agree_with_the_ledger_and_check_rollups_says_when_not(owner):
+    from django.core.management import CommandError, call_command
+
+    from accounting.models import UsageRollup
+
+    for case in CASES:
+        execute(owner, _catalogue_agent(case), Provider(case.body))
+    quiet = {"stdout": open("/dev/null", "w")}  # noqa: SIM115
+
+    call_command("check_rollups", **quiet)
+    UsageRollup.objects.filter(owner=owner, grain="d", model="gpt-4o").update(cache_read_tokens=1)
+    with pytest.raises(CommandError, match="differ from the ledger for 1 owner"):
+        call_command("check_rollups", **quiet)
+    call_command("check_rollups", "--repair", **quiet)
+    call_command("check_rollups", **quiet)
+    day = UsageRollup.objects.get(owner=owner, grain="d", model="gpt-4o")
+    assert (day.calls, day.cache_read_tokens, day.cost) == (1, 9_000, Decimal("0.01875"))
