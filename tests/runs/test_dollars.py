@@ -141,8 +141,8 @@ def test_the_long_context_tier_prices_the_whole_request(owner):
     above = execute(owner, _catalogue_agent(tier), Provider(tier.body))
     below = execute(owner, _catalogue_agent(tier), Provider(under))
 
-    assert ledger_total(above) == Decimal("1.845")  # 300000 × 6 + 2000 × 22.50
-    assert ledger_total(below) == Decimal("0.63")  # 200000 × 3 + 2000 × 15
+    assert ledger_total(above) == Decimal("1.845")  # 300000 x 6 + 2000 x 22.50
+    assert ledger_total(below) == Decimal("0.63")  # 200000 x 3 + 2000 x 15
 
 
 # -- the provider's reported charge ---------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_the_reported_charge_wins_and_ours_is_kept_beside_it(owner, reported, di
 
     [entry] = LedgerEntry.objects.filter(run_id=run.pk)
     assert entry.cost == entry.reported_cost == Decimal(str(reported))
-    assert entry.computed_cost == Decimal("0.00844")  # (3200 − 2048) × 2.50 + 2048 × 1.25 + 300 × 10
+    assert entry.computed_cost == Decimal("0.00844")  # (3200 - 2048) x 2.50 + 2048 x 1.25 + 300 x 10
     assert entry.reported_differs is differs
 
 
@@ -190,10 +190,14 @@ def test_admins_see_the_calls_whose_reported_charge_differs_by_more_than_one_per
 
 
 @pytest.mark.parametrize(("name", "wire", "body", "source"), DEFECTS, ids=[d[0] for d in DEFECTS])
-def test_usage_that_cannot_be_billed_is_charged_the_worst_case_and_fails_the_run(owner, name, wire, body, source):
+def test_usage_that_cannot_be_billed_is_charged_the_worst_case_and_fails_the_run(
+    owner, name, wire, body, source
+):
     agent = make_agent(
         provider=wire,
-        model=("openai/gpt-4o" if "openrouter" in name else "gpt-4o") if wire == "openai" else "claude-sonnet-4-5",
+        model=("openai/gpt-4o" if "openrouter" in name else "gpt-4o")
+        if wire == "openai"
+        else "claude-sonnet-4-5",
         prices={},
         base_url="https://openrouter.ai/api/v1" if "openrouter" in name else "",
     )
@@ -221,7 +225,9 @@ def test_usage_that_cannot_be_billed_is_charged_the_worst_case_and_fails_the_run
 # -- bounded before the call --------------------------------------------------------------------------
 
 
-def _expected_cap(max_cost: Decimal, spent: Decimal, input_bound: int, input_rate: str, output_rate: str) -> int:
+def _expected_cap(
+    max_cost: Decimal, spent: Decimal, input_bound: int, input_rate: str, output_rate: str
+) -> int:
     """§3a's cap, by its words: the dollars remaining (less the micro-dollar a charge may round up
     by), less the input bound at the dearest input rate, paid in output tokens; at most the
     model's MAX_OUTPUT_TOKENS."""
@@ -276,7 +282,7 @@ def test_below_the_floor_no_call_is_made(owner, wire):
     assert len(provider.requests) == 1
     assert (run.status, run.failure_reason, run.failure_dimension) == ("failed", "budget_exhausted", "cost")
     assert f"{settings.MIN_OUTPUT_TOKENS} output tokens" in run.failure_message
-    assert ledger_total(run) == Decimal("0.0087")  # 900 × 3 + 400 × 15: USD 0.0013 left
+    assert ledger_total(run) == Decimal("0.0087")  # 900 x 3 + 400 x 15: USD 0.0013 left
 
 
 def test_the_cap_goes_on_the_wire_in_each_providers_field(owner):
@@ -377,7 +383,9 @@ def test_for_any_prices_usage_and_limits_the_ledger_stays_within_the_cost_limit(
         owner,
         agent,
         Provider(model),
-        limits=limits(max_cost=str(max_cost), synthesis_reserve_cost=reserve if Decimal(reserve) < max_cost else "0"),
+        limits=limits(
+            max_cost=str(max_cost), synthesis_reserve_cost=reserve if Decimal(reserve) < max_cost else "0"
+        ),
     )
 
     total = ledger_total(run)
@@ -415,7 +423,12 @@ def _agent_form(agent: Agent, **changes: str) -> dict[str, str]:
         ("openai", "gpt-4o", {"price_input": "-1", "price_output": "10"}, "without a sign"),
         ("openai", "gpt-4o", {"price_input": "10000.01", "price_output": "10"}, "at most"),
         ("openai", "gpt-4o", {"price_input": "1.1234567", "price_output": "10"}, "6 decimal"),
-        ("openai", "gpt-4o", {"price_input": "1", "price_output": "2", "price_cache_write_1h": "4"}, "does not bill"),
+        (
+            "openai",
+            "gpt-4o",
+            {"price_input": "1", "price_output": "2", "price_cache_write_1h": "4"},
+            "does not bill",
+        ),
         ("openai", "my-finetune", {}, "No price for model &#x27;my-finetune&#x27;"),
         ("anthropic", "claude-sonnet-4-5", {"price_cache_read": "0.30"}, "give input and output"),
     ],
@@ -424,7 +437,9 @@ def _agent_form(agent: Agent, **changes: str) -> dict[str, str]:
 def test_an_agent_with_prices_it_cannot_be_charged_at_is_refused_with_a_field_error(
     admin_client, provider, model, changes, error
 ):
-    agent = make_agent(provider=provider, model="gpt-4o" if provider == "openai" else "claude-sonnet-4-5", prices={})
+    agent = make_agent(
+        provider=provider, model="gpt-4o" if provider == "openai" else "claude-sonnet-4-5", prices={}
+    )
     body = _agent_form(agent, provider=provider, model=model, **changes)
 
     response = admin_client.post(f"/admin/runs/agent/{agent.pk}/change/", body)
@@ -473,7 +488,7 @@ def test_a_ledger_entry_keeps_the_prices_it_was_charged_at(owner):
     [entry] = LedgerEntry.objects.filter(run_id=run.pk)
     assert entry.prices["source"] == pricing.OVERRIDE
     assert entry.prices["per_mtok"]["input"] == "2.00" and entry.prices["per_mtok"]["cache_read"] == "2.00"
-    # (10000 − 9000) × 2 + 9000 × 2 (no cache price of its own: the input price) + 500 × 8
+    # (10000 - 9000) x 2 + 9000 x 2 (no cache price of its own: the input price) + 500 x 8
     assert entry.cost == Decimal("0.024")
 
 
@@ -527,7 +542,7 @@ def test_the_budget_shows_this_months_spend_by_model_and_kind(owner, owner_clien
     }
     by_kind = {kind: Decimal(amount) for kind, amount in month["cost_by_kind"].items()}
     assert sum(by_kind.values()) == Decimal("0.11235")
-    # reads: 9000 × 1.25 + 20000 × 0.30; writes: 8000 × 3.75 + 6000 × 6
+    # reads: 9000 x 1.25 + 20000 x 0.30; writes: 8000 x 3.75 + 6000 x 6
     assert by_kind["cache_read"] == Decimal("0.01725") and by_kind["cache_write"] == Decimal("0.066")
     assert month["tokens"]["cache_read"] == 29_000 and month["tokens"]["cache_write_1h"] == 6_000
     assert page.status_code == 200
