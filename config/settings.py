@@ -110,9 +110,18 @@ else:
 
     _database_url = env_str("DATABASE_URL", default_url())
 DATABASES = {"default": database_from_url(_database_url)}
-# Persistent connections are per process: django-q2 closes every connection before it forks its
-# workers, so no worker shares one (a pool opened before the fork would be; pooling is refused).
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60, minimum=0)
+# A connection pool per process (psycopg's, through Django): a thread takes a connection for
+# each stretch of reads and writes and gives it back, so the runs in flight in a worker share a few
+# connections instead of holding one each while they wait on providers (docs/decisions/
+# 0005-runs-in-flight.md). A forked process forgets the pool it inherited (runs.apps).
+DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 4, minimum=1, maximum=100)
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled: a closed connection goes back to the pool
+DATABASES["default"]["OPTIONS"]["pool"] = {
+    "min_size": 0,
+    "max_size": DATABASE_POOL_SIZE,
+    "timeout": 60,  # seconds a thread waits for a free connection before an error
+    "max_idle": 60,  # an idle connection is closed after this
+}
 # Parameters travel separately from the SQL instead of being quoted into it by the client: the
 # tick's bulk writes are about 1.5x faster. Turn off behind a transaction-pooling proxy.
 _server_side = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
@@ -283,6 +292,11 @@ RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 90, minimum=2)
 if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured("RUN_LEASE_SECONDS must be longer than RUN_HEARTBEAT_SECONDS.")
+# Runs in flight together in one django-q2 worker process, each on its own thread, waiting on
+# their providers concurrently (runs.inflight); and open requests to one provider and base URL
+# from one worker process at once (runs.providers.gate).
+RUNS_IN_FLIGHT_PER_WORKER = env_int("RUNS_IN_FLIGHT_PER_WORKER", 100, minimum=1, maximum=2000)
+PROVIDER_CONCURRENCY_PER_WORKER = env_int("PROVIDER_CONCURRENCY_PER_WORKER", 50, minimum=1, maximum=2000)
 
 SIMULATOR_ENABLED = env_bool("SIMULATOR_ENABLED", not PRODUCTION)
 
@@ -328,7 +342,9 @@ Q_CLUSTER = {
     "save_limit": 1000,
     "poll": 0.5,
     "bulk": 10,  # tasks the pusher takes from the queue per round trip
-    "recycle": 200,
+    # A worker process ends after this many tasks and waits for its runs in flight first;
+    # a task is a turn at claiming one run (runs.inflight), so this many runs.
+    "recycle": 5000,
     "label": "Task queue",
     "log_level": LOGGING["loggers"]["django-q"]["level"],  # type: ignore[index]
 }

@@ -37,6 +37,22 @@ class ProviderFilter(ChoicesFilter):
     lookup = "provider"
 
 
+class WorkerFilter(admin.SimpleListFilter):
+    """The worker processes with runs in flight now (the distinct values of the running runs
+    only, read through the status index), to see what each holds (runs.inflight)."""
+
+    title = "worker (runs in flight)"
+    parameter_name = "worker"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        running = Run.objects.filter(status=Run.Status.RUNNING).exclude(worker="")
+        workers = running.values_list("worker", flat=True).distinct().order_by("worker")[:50]
+        return [(worker, worker) for worker in workers]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        return queryset.filter(worker=self.value()) if self.value() else queryset
+
+
 def _https_by_default(field: models.Field, **kwargs: Any) -> Any:  # type: ignore[type-arg]
     """A URL typed without a scheme is https (Django 6.0's default, chosen now)."""
     if isinstance(field, models.URLField):
@@ -254,10 +270,11 @@ class RunAdmin(ReadOnlyAdmin):
         "model_calls",
         "tool_calls",
         "cost",
+        "worker",
     )
     list_select_related = ("owner", "agent")
     # failure_reason and error_class take their choices from runs.failures: fixed filters.
-    list_filter = ("status", "kind", "failure_reason", "error_class", ProviderFilter)
+    list_filter = ("status", "kind", "failure_reason", "error_class", ProviderFilter, WorkerFilter)
     search_fields = ("=id",)
     # The primary key follows creation order and is indexed; "-created_at" would sort the table.
     ordering = ("-id",)
@@ -285,7 +302,10 @@ class RunAdmin(ReadOnlyAdmin):
                 )
             },
         ),
-        ("Times", {"fields": ("created_at", "started_at", "finished_at", "heartbeat_at", "attempt")}),
+        (
+            "Times and worker",
+            {"fields": ("created_at", "started_at", "finished_at", "heartbeat_at", "attempt", "worker")},
+        ),
     )
 
 

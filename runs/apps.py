@@ -1,6 +1,20 @@
 from __future__ import annotations
 
+import os
+
 from django.apps import AppConfig
+
+
+def forget_inherited_connections() -> None:
+    """In a forked child (django-q2's workers): drop, without closing, the connection pool and
+    connections the parent had opened. Their sockets belong to the parent, and the pool's
+    threads did not survive the fork; the child opens its own on first use."""
+    from django.db import connections
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    DatabaseWrapper._connection_pools.clear()  # type: ignore[attr-defined]
+    for conn in connections.all(initialized_only=True):
+        conn.connection = None
 
 
 class RunsConfig(AppConfig):
@@ -8,6 +22,13 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
+        from runs.inflight import forget_inherited_flights
+        from runs.providers.gate import forget_inherited_gates
+        from runs.services import forget_inherited_heart
         from runs.tools.builtin import register_builtin_tools
 
         register_builtin_tools()
+        os.register_at_fork(after_in_child=forget_inherited_connections)
+        os.register_at_fork(after_in_child=forget_inherited_gates)
+        os.register_at_fork(after_in_child=forget_inherited_flights)
+        os.register_at_fork(after_in_child=forget_inherited_heart)

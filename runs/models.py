@@ -308,6 +308,8 @@ class Run(models.Model):
     # late finisher of an older attempt cannot overwrite what replaced it.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempt = models.UUIDField(null=True, blank=True, db_index=True)
+    # Which worker process claimed it ("host:pid"): where it is in flight (runs.inflight).
+    worker = models.CharField(max_length=100, blank=True, default="")
     # What its requests carry of the conversation's earlier exchanges (runs.history), chosen when
     # it is queued: how many, and whether older ones were left out by the agent's bound.
     history_sent = models.PositiveIntegerField(null=True, blank=True)
@@ -319,6 +321,12 @@ class Run(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # The claim's fair order (runs.inflight): each owner's queued runs, oldest first.
+            models.Index(
+                fields=["owner", "id"],
+                name="run_queued_by_owner",
+                condition=models.Q(status="queued", parent__isnull=True),
+            ),
             models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
             # A conversation's newest completed exchanges, read newest first and only as many as
             # are sent (runs.history), whatever the length of the conversation.

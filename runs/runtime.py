@@ -250,6 +250,7 @@ class _Loop:
         def between_attempts(attempt: int) -> None:
             if attempt:
                 self.check_still_ours()
+            release_connection()  # nothing is read or written while the provider answers
 
         try:
             response = call_with_retries(
@@ -396,6 +397,7 @@ class _Loop:
         for index, call in enumerate(calls):
             if index < runnable:
                 self.check_time()  # tools can be slow (a fetch, a delegated child)
+                release_connection()
                 result, is_error = invoke(call, self.tools, self.context)
             else:
                 result, is_error = TOOL_BUDGET_EXHAUSTED, True
@@ -659,6 +661,14 @@ def execute_run(
     if not finished:
         run.refresh_from_db()
     return run
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back to the pool before a wait on a provider or a
+    tool, so the runs in flight share a few connections (docs/decisions/0005-runs-in-flight.md);
+    the next read takes one again. Inside a transaction (a caller's, a test's) it is kept."""
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def _history(run: Run) -> tuple[list[Message], int]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
+import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -201,16 +204,23 @@ def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | Non
     return {request.run_id for request in requests if request.run_id not in refusals}
 
 
+def worker_label() -> str:
+    """This process, as the runs it claims name it: "host:pid"."""
+    return f"{socket.gethostname()[:80]}:{os.getpid()}"
+
+
 def claim_run(run: Run) -> uuid.UUID | None:
-    """queued -> running under a new attempt id; None if someone else has it."""
+    """queued -> running under a new attempt id, in this worker; None if someone else has it."""
     attempt = uuid.uuid4()
     now = timezone.now()
+    worker = worker_label()
     claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, attempt=attempt, started_at=now, heartbeat_at=now
+        status=Run.Status.RUNNING, attempt=attempt, started_at=now, heartbeat_at=now, worker=worker
     )
     if claimed != 1:
         return None
     run.status, run.attempt, run.started_at, run.heartbeat_at = Run.Status.RUNNING, attempt, now, now
+    run.worker = worker
     return attempt
 
 
@@ -263,38 +273,81 @@ def cancel_run(run: Run) -> bool:
         return finish_run(run, Outcome(status=Run.Status.CANCELLED))
 
 
-def heartbeat(attempt: uuid.UUID) -> int:
-    """Every in-flight run of this attempt (a run and its delegated children) is alive."""
-    return Run.objects.filter(attempt=attempt, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+def heartbeat(attempt: uuid.UUID | list[uuid.UUID]) -> int:
+    """Every in-flight run of these attempts (a run and its delegated children) is alive."""
+    attempts = attempt if isinstance(attempt, list) else [attempt]
+    return Run.objects.filter(attempt__in=attempts, status=Run.Status.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+class _Heart:
+    """One thread per process beats for every run in flight in it: one UPDATE per beat whatever
+    their number, on a connection taken from the pool for that statement only. It stops when no
+    run is left and starts again with the next."""
+
+    def __init__(self) -> None:
+        self.attempts: dict[uuid.UUID, int] = {}  # attempt -> how many holders (a re-entered run)
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def add(self, attempt: uuid.UUID) -> None:
+        with self.lock:
+            self.attempts[attempt] = self.attempts.get(attempt, 0) + 1
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.beat, name="heartbeat", daemon=True)
+                self.thread.start()
+
+    def remove(self, attempt: uuid.UUID) -> None:
+        with self.lock:
+            left = self.attempts.get(attempt, 1) - 1
+            if left > 0:
+                self.attempts[attempt] = left
+            else:
+                self.attempts.pop(attempt, None)
+
+    def beat(self) -> None:
+        while True:
+            time.sleep(settings.RUN_HEARTBEAT_SECONDS)
+            with self.lock:
+                attempts = list(self.attempts)
+                if not attempts:
+                    self.thread = None
+                    return
+            try:
+                heartbeat(attempts)
+            except Exception:  # a missed beat is retried; the lease allows several
+                logger.warning("heartbeat failed for %d run(s)", len(attempts), exc_info=True)
+            finally:
+                connection.close()  # back to the pool until the next beat
+
+
+_heart = _Heart()
+
+
+def forget_inherited_heart() -> None:
+    """In a forked child: the parent's runs are not in flight here."""
+    global _heart
+    _heart = _Heart()
+
+
+def in_flight_attempts() -> list[uuid.UUID]:
+    with _heart.lock:
+        return list(_heart.attempts)
 
 
 @contextlib.contextmanager
 def keep_alive(attempt: uuid.UUID | None) -> Iterator[None]:
-    """Heartbeat from a background thread while the body runs, so a long provider call is not
-    mistaken for a dead worker. The thread's own database connection is closed when it stops."""
+    """Heartbeat while the body runs, so a long provider call is not mistaken for a dead worker
+    (the process's one heartbeat thread beats for all its runs in flight)."""
     if attempt is None:
         yield
         return
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(settings.RUN_HEARTBEAT_SECONDS):
-                try:
-                    heartbeat(attempt)
-                except Exception:  # a missed beat is retried; the lease allows several
-                    logger.warning("heartbeat failed for attempt %s", attempt, exc_info=True)
-                    close_old_connections()
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"heartbeat-{attempt}", daemon=True)
-    thread.start()
+    _heart.add(attempt)
     try:
         yield
     finally:
-        stop.set()
-        thread.join(timeout=5)
+        _heart.remove(attempt)
 
 
 def lost_runs(now: datetime) -> list[Run]:

@@ -1,8 +1,9 @@
 """django-q2 entry points of the run layer. With schedules/tasks.py, the only modules that import
 django_q.
 
-A message in a conversation is one task: the web request enqueues it in the transaction that
-writes the run (ORM broker on the same database), and a worker claims and drives the run.
+A message in a conversation writes one task, in the transaction that writes its run (ORM broker
+on the same database). A task is a turn at claiming a queued run, the fairest one, which a worker
+then drives on a thread among its runs in flight (runs.inflight).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django_q.brokers.orm import ORM
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from runs.conversations import execute_message
+from runs.inflight import take_turn
 
 MESSAGE_TASK = "runs.tasks.run_message"
 
@@ -72,6 +73,8 @@ def enqueue_runs(run_ids: list[int]) -> None:
 
 
 def run_message(run_id: int) -> str:
-    """Answer one message; a second delivery of the same task does nothing."""
-    run = execute_message(run_id)
-    return f"run {run_id}: " + (run.status if run else "already claimed or ended")
+    """A turn at claiming a queued run (runs.inflight): the fairest one, not necessarily the run
+    that wrote this task; a second delivery claims nothing more than the runs still queued."""
+    runs = take_turn(again=lambda: _send(run_id))
+    started = f"{len(runs)} run(s) in flight" if runs else "nothing left to claim"
+    return f"turn of run {run_id}: {started}"

@@ -11,16 +11,25 @@ class SchedulesConfig(AppConfig):
     verbose_name = "Schedules"
 
     def ready(self) -> None:
-        from runs.signals import late_usage_recorded, run_finished
+        from runs.signals import late_usage_recorded, run_claimed, run_finished
         from schedules import checks  # noqa: F401  (registers the system checks)
         from schedules.tasks import ensure_periodic_tasks
         from schedules.tools import register_schedule_tools
 
+        run_claimed.connect(_mark_occurrence_running, dispatch_uid="schedules.mark_occurrence_running")
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
         run_finished.connect(_queue_completion_notice, dispatch_uid="schedules.queue_completion_notice")
         late_usage_recorded.connect(_record_late_usage, dispatch_uid="schedules.record_late_usage")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
+
+
+def _mark_occurrence_running(sender: Any, run: Any, attempt: Any, **kwargs: Any) -> None:
+    from schedules.execution import mark_occurrence_running
+
+    occurrence_id = run.conversation.metadata.get("occurrence_id")
+    if run.kind != "delegated" and occurrence_id is not None:
+        mark_occurrence_running(occurrence_id, attempt)
 
 
 def _record_run_outcome(sender: Any, run: Any, **kwargs: Any) -> None:

@@ -47,14 +47,16 @@ def check_task_queue(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         )
     if conf.get("orm") is None:
         errors.append(Error("Q_CLUSTER must use the ORM broker ('orm': 'default').", id="schedules.E005"))
-    for alias, database in settings.DATABASES.items():
-        if (database.get("OPTIONS") or {}).get("pool"):
-            errors.append(
-                Error(
-                    f"DATABASES[{alias!r}] enables a connection pool, which forked workers would share.",
-                    id="schedules.E006",
-                )
+    pool = (settings.DATABASES["default"].get("OPTIONS") or {}).get("pool")
+    if not pool:
+        errors.append(
+            Error(
+                "DATABASES['default'] must pool its connections (OPTIONS['pool']): a worker's runs in "
+                "flight share a few connections instead of holding one each (docs/decisions/"
+                "0005-runs-in-flight.md).",
+                id="schedules.E006",
             )
+        )
     return errors
 
 

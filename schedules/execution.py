@@ -397,12 +397,17 @@ def execute_occurrence(
         attempt = run_services.claim_run(occurrence.run)
         if attempt is None:
             return None
-        Occurrence.objects.filter(pk=occurrence_id, outcome=Occurrence.Outcome.PENDING).update(
-            outcome=Occurrence.Outcome.RUNNING, attempt=attempt, claimed_at=timezone.now()
-        )
+        mark_occurrence_running(occurrence_id, attempt)
     # The grace window was applied when the slot was found; a task that waited in a busy queue
     # still runs, late, rather than losing the owner's briefing.
     return execute_run(occurrence.run, client=client, sleep=sleep)
+
+
+def mark_occurrence_running(occurrence_id: int, attempt: Any) -> None:
+    """In the transaction that claimed its run (here, or runs.inflight through `run_claimed`)."""
+    Occurrence.objects.filter(pk=occurrence_id, outcome=Occurrence.Outcome.PENDING).update(
+        outcome=Occurrence.Outcome.RUNNING, attempt=attempt, claimed_at=timezone.now()
+    )
 
 
 @dataclass(frozen=True)
@@ -420,14 +425,12 @@ def reap(*, now: datetime | None = None, queued_tasks: Callable[[], QueuedTasks]
     long): a run behind a backlog is left alone, scheduled or interactive."""
 
     def still_waiting(queued: list[Run]) -> set[int]:
+        # Each task in the queue claims one queued run, the fairest (runs.inflight), whichever
+        # run wrote it: as many long-queued runs as there are tasks left are still waiting.
         if queued_tasks is None:
             return set()
         waiting = queued_tasks()
-        runs = Occurrence.objects.filter(pk__in=waiting.occurrences, run__in=queued).values_list(
-            "run_id", flat=True
-        )
-        return {run_id for run_id in runs if run_id is not None} | {
-            run.pk for run in queued if run.pk in waiting.runs
-        }
+        left = len(waiting.occurrences) + len(waiting.runs)
+        return {run.pk for run in sorted(queued, key=lambda run: run.pk)[:left]}
 
     return run_services.fail_lost_runs(now=now, still_waiting=still_waiting)

@@ -13,6 +13,7 @@ from typing import Any
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
+from runs.inflight import take_turn
 from runs.tasks import MESSAGE_TASK, in_transaction
 from schedules import execution
 from schedules.completions import deliver_completion_notices
@@ -73,9 +74,11 @@ def tick() -> str:
 
 
 def run_occurrence(occurrence_id: int) -> str:
-    """Run one occurrence; a second delivery of the same task does nothing."""
-    run = execution.execute_occurrence(occurrence_id)
-    return f"occurrence {occurrence_id}: " + (f"run {run.pk} {run.status}" if run else "already claimed")
+    """A turn at claiming a queued run (runs.inflight): the fairest one, not necessarily this
+    occurrence's; a second delivery claims nothing more than the runs still queued."""
+    runs = take_turn(again=lambda: _send(occurrence_id))
+    started = f"{len(runs)} run(s) in flight" if runs else "nothing left to claim"
+    return f"turn of occurrence {occurrence_id}: {started}"
 
 
 def _queued_tasks() -> execution.QueuedTasks:

@@ -31,6 +31,7 @@ urlpatterns: list[URLPattern] = [
 
 run_urls: list[URLPattern] = [
     path("runs/<int:pk>/", runs.run_detail, name="detail"),
+    path("runs/in-flight/", runs.runs_in_flight, name="in_flight"),
     path("conversations/", runs.conversation_list, name="conversations"),
     path("conversations/<int:pk>/delete/", runs.conversation_delete, name="delete_conversation"),
     path("conversations/new/", conversations.conversation_new, name="new_conversation"),

@@ -29,4 +29,14 @@ def race(actions: Sequence[Callable[[], Any]], *, timeout: float = 60) -> list[A
         thread.start()
     for thread in threads:
         thread.join(timeout=timeout)
+    _close_idle_connections()
     return results
+
+
+def _close_idle_connections() -> None:
+    """The racers gave their connections back to the pool; close them, so that the next test (on
+    this or another pytest worker) does not find the server's connection slots taken."""
+    if connection.in_atomic_block:
+        return
+    connection.close()
+    connection.close_pool()

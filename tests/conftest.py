@@ -3,11 +3,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
 from runs.models import Agent
 from tests import factories
+
+# Race tests hold up to fifty connections at once in one process, behind a barrier
+# (tests/concurrency.py): the pool must have room for all of them, or they wait on each other for
+# ever. A process of the product holds a few (DATABASE_POOL_SIZE); the spawned clusters keep that.
+settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"] = 60
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from runs import outbound
 from runs.models import Agent, api_key_setting_problem
 from runs.providers.anthropic import AnthropicAdapter
 from runs.providers.base import Adapter, ModelRequest, ModelResponse, ProviderError, diagnostics
+from runs.providers.gate import gate_for
 from runs.providers.openai import OpenAIAdapter
 from runs.providers.retry import backoff_delay, with_retries
 from runs.providers.simulated import transport as simulator_transport
@@ -74,13 +75,36 @@ def call_with_retries(
     """One model request, retrying transient errors up to PROVIDER_MAX_RETRIES times (SPEC §4).
 
     Raises the last ProviderError when retries are spent, or the first permanent one.
-    `before_attempt` lets the run loop check for cancellation between attempts.
+    `before_attempt` lets the run loop check for cancellation between attempts, and after a
+    wait its provider's gate imposed (a rate limit another run met: runs.providers.gate).
     """
+    gate = gate_for(adapter.name, getattr(adapter, "base_url", "") or "")
+    paused = False  # the last pause already waited out the gate
+
+    def attempt() -> ModelResponse:
+        nonlocal paused
+        if not paused and gate.wait(sleep) and before_attempt is not None:
+            before_attempt(1)  # held back by another run's rate limit: checked again before sending
+        paused = False
+        with gate.slot():
+            return adapter.complete(request)
+
+    def on_error(error: ProviderError, attempt: int, final: bool) -> None:
+        if error.diagnostics.http_status == 429 and not final:  # the provider's limit: all its runs wait
+            gate.hold(error.retry_after or backoff_delay(attempt, None))
+
+    def pause(seconds: float) -> None:
+        """This run's backoff, or the provider's hold if that ends later: one sleep."""
+        nonlocal paused
+        sleep(max(seconds, gate.resume_at - time.monotonic()))
+        paused = True
+
     return with_retries(
-        lambda: adapter.complete(request),
+        attempt,
         retries=settings.PROVIDER_MAX_RETRIES,
-        sleep=sleep,
+        sleep=pause,
         before_attempt=before_attempt,
+        on_error=on_error,
     )
 
 

@@ -98,8 +98,9 @@ def respond(body: Any) -> Reply:
         )
     if model == "sim-flaky" and _flaky_turns.first_time(_turn_key(body)):
         return _error(503, "server_error", "Service temporarily unavailable.", code="service_unavailable")
-    if model == "sim-slow":
-        match = _DELAY.search(_last_user_text(messages))
+    # sim-slow waits 1 s, or what the prompt says ("delay=5"); any other model only when told.
+    match = _DELAY.search(_last_user_text(messages))
+    if match or model == "sim-slow":
         time.sleep(min(float(match.group(1)), MAX_DELAY_SECONDS) if match else 1.0)
     if model not in MODELS:
         return _error(

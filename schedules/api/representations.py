@@ -304,6 +304,21 @@ class Budget(Out):
     month: MonthSpend
 
 
+class WorkerRuns(Out):
+    worker: str  # "host:pid" of the django-q2 worker process
+    running: int
+
+
+class InFlight(Out):
+    """Runs in flight (running) and waiting for a worker (queued): the caller's; for an admin,
+    everyone's, with the running ones per worker."""
+
+    scope: str  # "owner" or "all"
+    running: int
+    queued: int
+    workers: list[WorkerRuns]
+
+
 class Call(Out):
     """One provider call of a run, as the ledger recorded it (docs/contract.md#dollars-as-billed)."""
 

@@ -16,6 +16,7 @@ from ninja.responses import Status
 from accounting import ledger
 from accounting.models import AccountingEvent as AccountingEventRow
 from accounting.selectors import calls_of, month_usage, owner_timezone
+from runs import inflight
 from runs import services as run_services
 from runs.models import Conversation
 from runs.models import Run as RunRow
@@ -319,6 +320,31 @@ def list_occurrences(
 
 
 # -- runs, accounting, budget, conversations -------------------------------------------------------
+
+
+@api.get(
+    "/runs/in-flight",
+    auth=READ,
+    response={200: out.InFlight, 401: E, 403: E, 429: E},
+    summary="Count runs in flight and queued",
+    tags=["runs"],
+    **documented(
+        "read",
+        "How many of your runs are running (waiting on their providers, each on a worker's "
+        "thread) and how many are queued for a worker. An admin sees every owner's, with the "
+        "running ones per worker process (docs/decisions/0005-runs-in-flight.md).",
+    ),
+)
+def runs_in_flight(request: HttpRequest) -> out.InFlight:
+    user = user_of(request)
+    admin = is_admin(user)
+    counts = inflight.in_flight(None if admin else user.pk)
+    return out.InFlight(
+        scope="all" if admin else "owner",
+        running=counts.running,
+        queued=counts.queued,
+        workers=[out.WorkerRuns(worker=w, running=n) for w, n in counts.by_worker.items()],
+    )
 
 
 @api.get(

@@ -12,9 +12,10 @@ from django_htmx.http import HttpResponseStopPolling
 
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
-from runs import services
+from runs import inflight, services
 from runs.models import Conversation, Run
 from schedules import selectors
+from schedules.services import PIN_PERMISSION
 
 
 @require_GET
@@ -31,6 +32,20 @@ def run_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     if run.is_terminal:
         return HttpResponseStopPolling(response.content)
     return response
+
+
+@require_GET
+@login_required
+def runs_in_flight(request: HtmxRequest) -> HttpResponse:
+    """The strip at the top of the dashboard: the owner's runs in flight and queued (an admin's:
+    everyone's, per worker). It polls while anything is in flight or queued."""
+    return render(request, "runs/_in_flight.html", in_flight_context(request))
+
+
+def in_flight_context(request: HtmxRequest) -> dict[str, object]:
+    user = request.user
+    admin = user.is_staff and user.has_perm(PIN_PERMISSION)
+    return {"in_flight": inflight.in_flight(None if admin else user.pk), "in_flight_all": admin}
 
 
 @require_GET

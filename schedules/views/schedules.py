@@ -22,6 +22,7 @@ from schedules import completions, selectors, services
 from schedules.forms import ScheduleCompletionForm, ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
 from schedules.schemas import InvalidSchedule
+from schedules.views.runs import in_flight_context
 
 
 def owned_schedule(request: HtmxRequest, pk: int) -> Schedule:
@@ -47,7 +48,8 @@ def schedule_list(request: HtmxRequest) -> HttpResponse:
         tz=tz,
     )
     template = "schedules/list.html#results" if _fragment(request) else "schedules/list.html"
-    return render(request, template, {"list": page, "owner_tz": tz})
+    context = {"list": page, "owner_tz": tz, **in_flight_context(request)}
+    return render(request, template, context)
 
 
 def _whole_number(text: str | None) -> int:

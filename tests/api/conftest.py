@@ -148,6 +148,7 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("POST", "/schedules/{schedule}/revisions", "pin_revision", "pin"),
     ("GET", "/schedules/{schedule}/occurrences", "read", None),
     ("GET", "/runs/{run}", "read", None),
+    ("GET", "/runs/in-flight", "read", None),
     ("GET", "/accounting-events?schedule={schedule}", "read", None),
     ("GET", "/budget", "read", None),
     ("DELETE", "/conversations/{conversation}", "write", None),

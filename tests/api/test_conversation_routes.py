@@ -9,8 +9,8 @@ import pytest
 from django_q.models import OrmQ
 
 from accounting.models import OwnerBudget, Reservation
+from runs.conversations import execute_message
 from runs.models import Conversation, Run
-from runs.tasks import run_message
 from tests.api.conftest import error_of
 from tests.factories import (
     answered_conversation,
@@ -151,7 +151,7 @@ def test_the_conversation_shows_messages_tool_calls_with_results_and_runs(owner,
     created = owner_api.post(
         "/conversations", {"agent": "sim-assistant", "message": "what time is it?"}
     ).json()
-    run_message(created["run"]["id"])
+    execute_message(created["run"]["id"])
 
     body = owner_api.get(f"/conversations/{created['conversation']['id']}").json()
 

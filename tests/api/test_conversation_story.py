@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 import time_machine
 
-from runs.tasks import run_message
+from runs.conversations import execute_message
 from schedules.models import Schedule
 from tests.factories import make_assistant
 
@@ -27,7 +27,7 @@ def test_a_schedule_created_in_chat_through_the_api_and_a_budget_change_refused(
     conversation_id, run_id = started.json()["conversation"]["id"], started.json()["run"]["id"]
     assert owner_api.get(f"/runs/{run_id}").json()["status"] == "queued"  # nothing waited on the provider
 
-    assert run_message(run_id) == f"run {run_id}: completed"  # what the worker does
+    assert execute_message(run_id).status == "completed"  # what a worker does
 
     detail = owner_api.get(f"/conversations/{conversation_id}").json()
     (made,) = detail["schedules"]
@@ -57,7 +57,7 @@ def test_a_schedule_created_in_chat_through_the_api_and_a_budget_change_refused(
         {"message": f"give schedule {schedule_id} a USD 20 budget"},
     )
     assert asked.status_code == 202
-    run_message(asked.json()["id"])
+    execute_message(asked.json()["id"])
 
     detail = owner_api.get(f"/conversations/{conversation_id}").json()
     refusal = [m for m in detail["messages"] if m["run_id"] == asked.json()["id"] and m["role"] == "tool"]

@@ -22,6 +22,7 @@ SPEC_ROUTES = {
     ("post", "/api/v1/schedules/{schedule_id}/revisions"): "pin_revision",
     ("get", "/api/v1/schedules/{schedule_id}/occurrences"): "read",
     ("get", "/api/v1/runs/{run_id}"): "read",
+    ("get", "/api/v1/runs/in-flight"): "read",
     ("get", "/api/v1/accounting-events"): "read",
     ("get", "/api/v1/budget"): "read",
     ("delete", "/api/v1/conversations/{conversation_id}"): "write",

@@ -13,9 +13,10 @@ from django_q.models import OrmQ
 from accounting import ledger
 from accounting.models import OwnerBudget, Reservation
 from runs import conversations
+from runs.conversations import execute_message
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.services import cancel_run
-from runs.tasks import enqueue_runs, run_message
+from runs.tasks import enqueue_runs
 from tests.factories import (
     answered_conversation,
     chat,
@@ -62,8 +63,8 @@ def test_the_task_is_written_in_the_same_transaction_and_the_worker_answers_it(o
 
     (task,) = OrmQ.objects.all()
     assert task.task["func"] == "runs.tasks.run_message" and task.task["args"] == (run.pk,)
-    assert run_message(run.pk) == f"run {run.pk}: completed"
-    assert run_message(run.pk) == f"run {run.pk}: already claimed or ended"
+    assert execute_message(run.pk).status == "completed"
+    assert execute_message(run.pk) is None  # delivered twice: claimed once
     run.refresh_from_db()
     assert run.answer.startswith("I can set up briefings")
     assert Reservation.objects.get(run_id=run.pk).released_at is not None

@@ -29,10 +29,11 @@ def test_a_task_queue_that_could_run_an_occurrence_twice_is_refused(settings, ch
     assert error_id in [error.id for error in check_task_queue(None)]
 
 
-def test_a_pooled_connection_is_refused(monkeypatch):
+def test_a_database_without_a_connection_pool_is_refused(monkeypatch):
     from django.conf import settings
 
-    options = {**settings.DATABASES["default"]["OPTIONS"], "pool": True}
+    assert "schedules.E006" not in [error.id for error in check_task_queue(None)]
+    options = {key: value for key, value in settings.DATABASES["default"]["OPTIONS"].items() if key != "pool"}
     monkeypatch.setitem(settings.DATABASES["default"], "OPTIONS", options)
     assert "schedules.E006" in [error.id for error in check_task_queue(None)]
 

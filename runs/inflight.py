@@ -1,0 +1,186 @@
+"""Many runs in flight in one worker process (docs/decisions/0005-runs-in-flight.md).
+
+A run spends nearly all its life waiting on its provider, so a django-q2 task is not a run but a
+turn at claiming one. The tick and each new message write one task per queued run, as before;
+the task a worker takes
+
+1. waits for one of its process's RUNS_IN_FLIGHT_PER_WORKER slots (a full worker takes no more
+   tasks, so the queue still spreads work over workers and machines);
+2. claims the queued run that comes first in the fair order: the owner with the fewest runs
+   running first, then that owner's oldest run, so one owner's burst never starves another;
+3. drives it on a thread of its own and returns at once.
+
+There are never fewer tasks than queued runs, so every queued run is claimed. The run's thread
+gives its database connection back to the pool before each provider request and each tool
+(runs.runtime), and the process's one heartbeat thread beats for all its runs (runs.services).
+A worker process that ends (recycled, or the cluster stopping) waits for its runs first: they
+are not daemon threads. One killed with them in flight stops heartbeating them, and the reaper
+fails each with `worker_lost`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count
+
+from runs.models import Run
+from runs.runtime import execute_run
+from runs.services import claim_run, worker_label
+from runs.signals import run_claimed
+
+logger = logging.getLogger(__name__)
+
+# The owners with queued runs, those with the fewest running first, then by their oldest queued
+# run. The claim then takes the first owner's oldest run no other claimer holds.
+_FAIR_OWNERS_SQL = f"""
+WITH queued AS (
+    SELECT owner_id, min(id) AS oldest FROM {Run._meta.db_table}
+    WHERE status = 'queued' AND parent_id IS NULL GROUP BY owner_id
+),
+running AS (
+    SELECT owner_id, count(*) AS n FROM {Run._meta.db_table}
+    WHERE status = 'running' AND owner_id IN (SELECT owner_id FROM queued) GROUP BY owner_id
+)
+SELECT q.owner_id FROM queued q LEFT JOIN running r ON r.owner_id = q.owner_id
+ORDER BY coalesce(r.n, 0), q.oldest
+LIMIT %s
+"""  # noqa: S608 - the table name from model metadata
+CLAIMS_PER_TURN = 10  # runs one task may claim when slots are free
+OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold their runs' locks)
+
+
+class _Flights:
+    """This process's slots and the runs flying in them."""
+
+    def __init__(self) -> None:
+        self.slots = threading.BoundedSemaphore(settings.RUNS_IN_FLIGHT_PER_WORKER)
+        self.lock = threading.Lock()
+        self.runs: set[int] = set()
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.runs)
+
+
+_flights: _Flights | None = None
+_flights_lock = threading.Lock()
+
+
+def flights() -> _Flights:
+    global _flights
+    with _flights_lock:
+        if _flights is None:
+            _flights = _Flights()
+        return _flights
+
+
+def forget_inherited_flights() -> None:
+    """In a forked child: the parent's runs and slots are not this process's."""
+    global _flights, _flights_lock
+    _flights = None
+    _flights_lock = threading.Lock()
+
+
+def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
+    """One task's turn: wait for a slot, then claim the fairest queued runs, as many as there are
+    free slots up to CLAIMS_PER_TURN, and start each on its own thread. Returns the runs started
+    (none when no queued run was left). A turn that waits for a slot longer than django-q2 lets a
+    task live hands itself back to the queue (`again`).
+
+    Claiming several per turn spares most of django-q2's cost per task when a burst is due; the
+    turns of the runs claimed early then find nothing left and end at once."""
+    mine = flights()
+    if not mine.slots.acquire(timeout=max(1, settings.Q_TIMEOUT_SECONDS - 60)):
+        if again is not None:
+            again()
+        return []
+    held = 1
+    while held < CLAIMS_PER_TURN and mine.slots.acquire(blocking=False):
+        held += 1
+    started: list[Run] = []
+    try:
+        while len(started) < held:
+            run = claim_next()
+            if run is None:
+                break
+            with mine.lock:
+                mine.runs.add(run.pk)
+            # Not a daemon: a worker process that ends waits for its runs (multiprocessing joins them).
+            threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
+            started.append(run)
+    finally:
+        for _ in range(held - len(started)):
+            mine.slots.release()
+        connection.close()  # the worker's own connection, back to the pool while runs fly
+    return started
+
+
+def _fly(run: Run, mine: _Flights) -> None:
+    try:
+        execute_run(run)
+    except BaseException:  # execute_run records a run's failures; this is ours, and is logged
+        logger.exception("run %s: its thread failed", run.pk)
+    finally:
+        connection.close()
+        with mine.lock:
+            mine.runs.discard(run.pk)
+        mine.slots.release()
+
+
+def claim_next() -> Run | None:
+    """Claim the queued run the fair order puts first (an occurrence's run marks its occurrence
+    running with it, in the same transaction). None when there is none left to claim."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FAIR_OWNERS_SQL, [OWNERS_PER_CLAIM])
+        owners = [row[0] for row in cursor.fetchall()]
+    for owner_id in owners:
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("agent", "conversation")
+                .filter(owner_id=owner_id, status=Run.Status.QUEUED, parent__isnull=True)
+                .order_by("id")
+                .first()
+            )
+            if run is None:
+                continue
+            attempt = claim_run(run)
+            if attempt is None:
+                continue
+            run_claimed.send(Run, run=run, attempt=attempt)
+        return run
+    return None
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Runs in flight and queued: an owner's, or everyone's with the running ones per worker."""
+
+    running: int
+    queued: int
+    by_worker: dict[str, int]
+
+
+def in_flight(owner_id: int | None = None) -> InFlight:
+    runs = Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.QUEUED], parent__isnull=True)
+    if owner_id is not None:
+        runs = runs.filter(owner_id=owner_id)
+    counts = dict(runs.values_list("status").annotate(n=Count("id")).order_by())
+    by_worker: dict[str, int] = {}
+    if owner_id is None:
+        rows = runs.filter(status=Run.Status.RUNNING).values_list("worker").annotate(n=Count("id"))
+        by_worker = {worker or "unknown": n for worker, n in rows.order_by("worker")}
+    return InFlight(
+        running=counts.get(Run.Status.RUNNING, 0),
+        queued=counts.get(Run.Status.QUEUED, 0),
+        by_worker=by_worker,
+    )
+
+
+__all__ = ["InFlight", "claim_next", "flights", "in_flight", "take_turn", "worker_label"]

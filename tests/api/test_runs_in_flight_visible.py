@@ -1,0 +1,87 @@
+"""Runs in flight and queued, where owners and admins look: the dashboard's strip, the API and the
+admin's run list (docs/decisions/0005-runs-in-flight.md)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from runs.services import claim_run
+from tests.factories import make_agent, make_user, start_interactive_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def flying(owner, other_owner, agent):
+    """The owner: two running (one worker), one queued; another owner: one running elsewhere."""
+    mine = [start_interactive_run(owner.pk, agent, "Research.") for _ in range(3)]
+    for run in mine[:2]:
+        claim_run(run)
+    theirs = start_interactive_run(other_owner.pk, agent, "Research.")
+    claim_run(theirs)
+    type(theirs).objects.filter(pk=theirs.pk).update(worker="box-2:4242")
+    return mine, theirs
+
+
+def test_the_owner_sees_their_runs_in_flight_and_queued_and_the_strip_polls(owner_client, flying):
+    page = owner_client.get("/").content.decode()
+    assert "2 running" in page and "1 queued" in page and "of your runs" in page
+    assert 'hx-trigger="every 5s"' in page
+    assert "box-2:4242" not in page  # no worker names for an owner
+
+    strip = owner_client.get("/runs/in-flight/", HTTP_HX_REQUEST="true").content.decode()
+    assert "2 running" in strip and "1 queued" in strip
+
+
+def test_an_owner_with_nothing_in_flight_is_told_so_and_nothing_polls(db):
+    client = Client()
+    client.force_login(make_user("idle"))
+    page = client.get("/").content.decode()
+    assert "No runs in flight" in page and "every 5s" not in page
+
+
+def test_an_admin_sees_every_owners_runs_per_worker(admin_user, flying):
+    client = Client()
+    client.force_login(admin_user)
+    page = client.get("/").content.decode()
+    assert "3 running" in page and "1 queued" in page and "runs of every owner" in page
+    assert "box-2:4242" in page and "— 1 running" in page
+
+
+def test_the_api_counts_an_owners_runs_and_an_admins_per_worker(owner_api, admin_api, other_api, flying):
+    mine = owner_api.get("/runs/in-flight").json()
+    assert mine == {"scope": "owner", "running": 2, "queued": 1, "workers": []}
+    assert other_api.get("/runs/in-flight").json()["running"] == 1
+    everyone = admin_api.get("/runs/in-flight").json()
+    assert (everyone["scope"], everyone["running"], everyone["queued"]) == ("all", 3, 1)
+    workers = {w["worker"]: w["running"] for w in everyone["workers"]}
+    assert workers["box-2:4242"] == 1 and sum(workers.values()) == 3
+
+
+def test_the_admin_run_list_filters_by_the_worker_holding_runs(admin_user, flying):
+    client = Client()
+    client.force_login(admin_user)
+    listing = client.get("/admin/runs/run/").content.decode()
+    assert "worker (runs in flight)" in listing and "box-2:4242" in listing
+    only = client.get("/admin/runs/run/?worker=box-2:4242").content.decode()
+    assert "1 run" in only
+
+
+def test_a_delegated_child_is_not_counted_twice(owner_client, owner, flying):
+    mine, _ = flying
+    child_agent = make_agent("helper", model="sim-research")
+    from runs.models import Run
+    from runs.services import create_run
+
+    create_run(
+        owner.pk,
+        child_agent,
+        "Help.",
+        conversation=mine[0].conversation,
+        limits=mine[0].run_limits,
+        kind=Run.Kind.DELEGATED,
+        parent=mine[0],
+        attempt=mine[0].attempt,
+    )
+    assert "2 running" in owner_client.get("/").content.decode()

@@ -1,0 +1,190 @@
+"""Runs in flight: N one-time schedules of one owner due in the same second, each run one model
+call that waits D seconds on the simulated provider (sim-slow), plus one run of another owner due
+with them, executed by a real django-q2 cluster with the project's defaults.
+
+Prints the makespan (slot to the last run's end) against the ideal (D: every run waits at once),
+lag to start p50/p99, the other owner's lag to start, and the cluster's peak resident memory and
+peak database connections. With --baseline, the same burst again with one run in flight per
+worker (RUNS_IN_FLIGHT_PER_WORKER=1: a run holds its worker while it waits, as before).
+
+    .venv/bin/python tests/bench/bench_in_flight.py [--runs 1000] [--delay 2] [--baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("MAX_ACTIVE_SCHEDULES", "100000")
+from tests.bench._setup import ROOT, bench_database, progress
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def seed(count: int, delay: float, run_at: datetime) -> None:
+    from decimal import Decimal
+
+    from django.contrib.auth.models import User
+
+    from accounting import ledger
+    from schedules.schemas import parse_create
+    from schedules.services import create_schedule
+    from tests.factories import make_agent
+
+    agent = make_agent("sim-slow", model="sim-slow")
+    prompt = f"Wait on the provider: delay={delay}"
+    for name, runs in (("busy", count), ("other", 1)):
+        owner = User.objects.create(username=name)
+        budget = ledger.budget_for(owner.pk)
+        budget.daily_ceiling = budget.monthly_ceiling = budget.schedule_cost_ceiling = Decimal("100000")
+        budget.save()
+        for index in range(runs):
+            data = {"title": f"Briefing {index}", "prompt": prompt, "agent": agent.name, "run_at": run_at}
+            create_schedule(owner, parse_create(data), via="bench")
+            if (index + 1) % 200 == 0:
+                progress(f"seeding {name}'s one-time schedules", index + 1, runs)
+
+
+def cluster_rss_mb(pgid: int) -> float:
+    """Resident memory of every process in the cluster's process group, MB."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[2]) != pgid:  # field 5: the process group
+                continue
+            total += int(stat[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24: resident pages
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e6
+
+
+def burst(url: str, *, runs: int, delay: float, env: dict[str, str]) -> dict[str, float]:
+    import psycopg
+    from django.db import connections
+    from django.utils import timezone
+    from django_q.models import OrmQ
+    from django_q.models import Schedule as QueueSchedule
+
+    from runs.models import Run
+    from schedules import execution
+    from schedules.tasks import enqueue_occurrences
+
+    Run.objects.all().delete()
+    OrmQ.objects.all().delete()
+    from schedules.models import Schedule
+
+    Schedule.objects.all().delete()
+    from django.contrib.auth.models import User
+
+    User.objects.all().delete()
+    run_at = timezone.now() + timedelta(seconds=20)
+    seed(runs, delay, run_at)
+    QueueSchedule.objects.all().delete()  # the bench ticks by hand, at the due moment
+    connections.close_all()
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING", **env},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    peak_rss = peak_connections = 0.0
+    from urllib.parse import urlsplit
+
+    database = urlsplit(url).path.lstrip("/")
+    watcher = psycopg.connect(url, autocommit=True)
+    try:
+        while timezone.now() < run_at:
+            time.sleep(0.05)
+        report = execution.materialize_due(enqueue=enqueue_occurrences)
+        connections.close_all()
+        print(f"tick: {report}", flush=True)
+        total = runs + 1
+        while True:
+            done = watcher.execute(
+                "SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed', 'cancelled')"
+            ).fetchone()[0]
+            # Every connection to this database but the watcher's own: the cluster's.
+            in_use = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                [database],
+            ).fetchone()[0]
+            peak_connections = max(peak_connections, in_use)
+            peak_rss = max(peak_rss, cluster_rss_mb(cluster.pid))
+            if done >= total:
+                break
+            progress("runs finished", done, total)
+            time.sleep(0.2)
+        progress("runs finished", total, total)
+    finally:
+        watcher.close()
+        cluster.send_signal(signal.SIGTERM)
+        try:
+            cluster.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+            cluster.wait()
+    rows = list(Run.objects.values("status", "owner__username", "started_at", "finished_at"))
+    slot = min(
+        datetime.fromisoformat(m["scheduled_for"])
+        for m in Run.objects.values_list("conversation__metadata", flat=True)
+    )
+    lags = [(r["started_at"] - slot).total_seconds() for r in rows if r["owner__username"] == "busy"]
+    other = next(r for r in rows if r["owner__username"] == "other")
+    return {
+        "completed": sum(r["status"] == "completed" for r in rows),
+        "runs": len(rows),
+        "makespan": (max(r["finished_at"] for r in rows) - slot).total_seconds(),
+        "p50": percentile(lags, 0.5),
+        "p99": percentile(lags, 0.99),
+        "other": (other["started_at"] - slot).total_seconds(),
+        "rss": peak_rss,
+        "connections": peak_connections,
+    }
+
+
+def show(label: str, figures: dict[str, float], delay: float) -> None:
+    print(
+        f"{label}: {figures['completed']:.0f}/{figures['runs']:.0f} completed; makespan "
+        f"{figures['makespan']:.1f} s ({figures['makespan'] / delay:.1f}x the ideal {delay:g} s); "
+        f"lag to start p50 {figures['p50']:.2f} s, p99 {figures['p99']:.2f} s; "
+        f"other owner's run started after "
+        f"{figures['other']:.2f} s; cluster peak {figures['rss']:.0f} MB resident, "
+        f"{figures['connections']:.0f} database connections",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--delay", type=float, default=2.0)
+    parser.add_argument("--baseline", action="store_true", help="also with one run in flight per worker")
+    args = parser.parse_args()
+
+    with bench_database("bench_in_flight") as url:
+        figures = burst(url, runs=args.runs, delay=args.delay, env={})
+        print()
+        show(f"{args.runs} runs, defaults", figures, args.delay)
+        if args.baseline:
+            base = burst(url, runs=args.runs, delay=args.delay, env={"RUNS_IN_FLIGHT_PER_WORKER": "1"})
+            show(f"{args.runs} runs, one in flight per worker (baseline)", base, args.delay)
+            print(f"makespan ratio baseline / defaults: {base['makespan'] / figures['makespan']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
