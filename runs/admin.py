@@ -6,6 +6,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Count
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -46,8 +47,8 @@ class WorkerFilter(admin.SimpleListFilter):
 
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         running = Run.objects.filter(status=Run.Status.RUNNING).exclude(worker="")
-        workers = running.values_list("worker", flat=True).distinct().order_by("worker")[:50]
-        return [(worker, worker) for worker in workers]
+        workers = running.values("worker").annotate(runs=Count("id")).order_by("worker")[:50]
+        return [(row["worker"], f"{row['worker']} ({row['runs']} running)") for row in workers]
 
     def queryset(self, request: Any, queryset: Any) -> Any:
         return queryset.filter(worker=self.value()) if self.value() else queryset

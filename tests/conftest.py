@@ -26,6 +26,15 @@ def _fast_settings(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _open_provider_gates() -> None:
+    # A 429 holds its provider's gate for the process (runs.providers.gate); a test's fake sleep
+    # never waits it out, so each test starts with every provider open.
+    from runs.providers.gate import forget_inherited_gates
+
+    forget_inherited_gates()
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache() -> None:
     # The budget chart keeps past days in the cache; ids repeat across tests (reset sequences).
     from django.core.cache import cache
