@@ -1,6 +1,6 @@
 """Money as data: the one parser of amounts people and clients write, and the one JSON form.
 
-USD is a `Decimal` everywhere (SPEC §2): in code, in JSON as a string, in the database as
+USD is a `Decimal` everywhere (docs/contract.md#run-limits): in code, in JSON as a string, in the database as
 fixed-point with 6 places. Every surface (API bodies, dashboard and admin forms, RunLimits,
 settings read from the environment) parses through `parse_money`, so a string that passes here
 is read the same way everywhere it is used.

@@ -1,4 +1,4 @@
-"""Whole numbers as people and clients write them: the one reader (STYLE §7, parse once).
+"""Whole numbers as people and clients write them: the one reader (parse once).
 
 Python's `int()` reads far more than a person means: Arabic-Indic and fullwidth digits as
 numbers (U+0665 as 5, U+FF13 as 3), `"5_0"` as 50, and `str.isdigit()` says yes to superscript

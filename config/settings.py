@@ -246,7 +246,7 @@ SITE_URL = env_site_url(
 )
 
 # ---------------------------------------------------------------------------------------------
-# The product (SPEC.md). Money is Decimal everywhere.
+# The product (docs/contract.md). Money is Decimal everywhere.
 # ---------------------------------------------------------------------------------------------
 
 DEFAULT_OWNER_TIME_ZONE = env_timezone("DEFAULT_OWNER_TIME_ZONE", "UTC")
@@ -266,7 +266,8 @@ SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum
 # The longest message an owner may send in a conversation (dashboard and API).
 CONVERSATION_MESSAGE_MAX_CHARS = env_int("CONVERSATION_MESSAGE_MAX_CHARS", 8_000, minimum=1)
 
-# Interactive runs whose caller gives no limits (ADR-0115): reserves of 1 step, 1 model call,
+# Interactive runs whose caller gives no limits (docs/decisions/0001, amendment): reserves of 1 step, 1 model
+# call,
 # 0 tool calls and 10 % of max_cost, each kept only when below its total.
 INTERACTIVE_RESERVE_STEPS = env_int("INTERACTIVE_RESERVE_STEPS", 1, minimum=0)
 INTERACTIVE_RESERVE_MODEL_CALLS = env_int("INTERACTIVE_RESERVE_MODEL_CALLS", 1, minimum=0)

@@ -1,7 +1,9 @@
-"""Talking to the assistant (SPEC §11): each message is an interactive run in its conversation.
+"""Talking to the assistant (docs/contract.md#conversations): each message is an interactive run in its
+conversation.
 
 Sending a message writes, in one transaction, the conversation (for the first message), the run
-with the message as its first transcript entry and the interactive limits of SPEC §3, its
+with the message as its first transcript entry and the interactive limits of docs/contract.md#the-run-loop,
+                                                                                             # its
 reservation against the owner's ceilings, and its django-q2 task (through the `enqueue` the
 surface passes in: this layer never imports the task layer). Anything refused (an empty or
 oversized message, an agent that cannot be used, a run still in flight, a refused admission)

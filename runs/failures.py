@@ -1,4 +1,5 @@
-"""The one vocabulary of run failures (SPEC §4): reasons, error classes, whether each is
+"""The one vocabulary of run failures (docs/contract.md#providers-and-failures): reasons, error classes,
+whether each is
 transient, and the words every page, notification, admin filter and API enum uses for them.
 
 Everything else derives from this module: `Run.failure_reason` and `Run.error_class` take their
@@ -206,7 +207,8 @@ def _situation(http_status: int | None, code: str, *, transient: bool) -> Situat
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """Sanitized provider diagnostics: each kept only if it is a short identifier (SPEC §4)."""
+    """Sanitized provider diagnostics: each kept only if it is a short identifier
+    (docs/contract.md#providers-and-failures)."""
 
     provider: str = ""
     provider_code: str = ""

@@ -1,6 +1,7 @@
 """RunLimits: the one definition and validator of a run's hard limits and synthesis reserves.
 
-Used by the runtime, the schedule policy, the forms, the admin and the API (SPEC §2). Stored as
+Used by the runtime, the schedule policy, the forms, the admin and the API (docs/contract.md#run-limits).
+                                                                                            # Stored as
 one JSON value on each revision and each run; materialization copies the whole value, so a field
 added here later needs no change to any copy.
 """
@@ -24,7 +25,7 @@ from pydantic import (
 from accounting.money import MAX_AMOUNT, MONEY_PLACES, USD_PLACES, format_money, parse_money
 
 Dimension = Literal["steps", "model_calls", "tool_calls", "cost"]
-# The order in which a reserve names its dimension (SPEC §3 rule 5).
+# The order in which a reserve names its dimension (docs/contract.md#the-run-loop, rule 5).
 DIMENSIONS: tuple[Dimension, ...] = ("steps", "model_calls", "tool_calls", "cost")
 
 MAX_COUNT = 10_000
@@ -188,7 +189,7 @@ def with_reserves(
     limits: RunLimits, *, steps: int, model_calls: int, tool_calls: int, cost: Decimal
 ) -> RunLimits:
     """A copy with these reserves, each kept only when strictly below its total, else 0
-    (ADR-0109 decision 2), so a small total still yields a valid definition."""
+    (docs/decisions/0002, point 2), so a small total still yields a valid definition."""
 
     def keep(reserve: int | Decimal, total: int | Decimal) -> int | Decimal:
         return reserve if 0 < reserve < total else type(reserve)(0)
@@ -204,7 +205,7 @@ def with_reserves(
 
 
 class BudgetState(BaseModel):
-    """What the loop may do next, from limits and usage alone (SPEC §3 rules 1-2)."""
+    """What the loop may do next, from limits and usage alone (docs/contract.md#the-run-loop, rule 1-2)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -218,7 +219,8 @@ def budget_state(limits: RunLimits, usage: dict[str, int | Decimal]) -> BudgetSt
 
     def activates(d: Dimension) -> bool:
         if d == "tool_calls" and remaining[d] <= 0:
-            return True  # an exhausted tool budget owes one synthesis-only turn (ADR-0115)
+            return True  # an exhausted tool budget owes one synthesis-only turn (docs/decisions/0001,
+            # amendment)
         return limits.reserve(d) > 0 and remaining[d] <= limits.reserve(d)
 
     synthesis = next((d for d in DIMENSIONS if activates(d)), None)
@@ -227,5 +229,5 @@ def budget_state(limits: RunLimits, usage: dict[str, int | Decimal]) -> BudgetSt
 
 def tool_calls_that_fit(limits: RunLimits, used: int) -> int:
     """Tool calls a response may still run: the remainder above the tool-call reserve, which
-    stays free for nothing but synthesis (ADR-0078: no tool call inside the reserve)."""
+    stays free for nothing but synthesis (docs/decisions/0001: no tool call inside the reserve)."""
     return max(0, limits.max_tool_calls - used - limits.synthesis_reserve_tool_calls)

@@ -1,4 +1,5 @@
-"""Agents, conversations, runs and their transcripts (SPEC §1, §3, §4)."""
+"""Agents, conversations, runs and their transcripts (docs/contract.md#vocabulary, #the-run-loop,
+#providers-and-failures)."""
 
 from __future__ import annotations
 
@@ -375,7 +376,8 @@ class Run(models.Model):
         return {d: self.used(d) for d in DIMENSIONS}
 
     def failure_summary(self) -> dict[str, Any] | None:
-        """The content-free classification: what `schedule.run_accounted` carries (SPEC §5)."""
+        """The content-free classification: what `schedule.run_accounted` carries
+        (docs/contract.md#schedules)."""
         if self.status != self.Status.FAILED:
             return None
         failure: dict[str, Any] = {"reason": self.failure_reason, "error_class": self.error_class}
@@ -389,7 +391,7 @@ class Run(models.Model):
 
 class TranscriptEntry(models.Model):
     """One message of a run: the prompt, each model response, each tool result. The volatile
-    synthesis instruction is never one of these (ADR-0078 decision 2)."""
+    synthesis instruction is never one of these (docs/decisions/0001, point 2)."""
 
     class Role(models.TextChoices):
         USER = "user"

@@ -1,4 +1,5 @@
-"""What other limits would have done to a recorded run: the run loop's budget rules (SPEC §3,
+"""What other limits would have done to a recorded run: the run loop's budget rules
+(docs/contract.md#the-run-loop,
 `runs.limits.budget_state`) replayed over the usage each of its steps recorded.
 
 It is an estimate, and the pages say so: a model answers differently once it is told to

@@ -1,4 +1,4 @@
-"""The run loop (SPEC §3, ADR-0078 as amended by ADR-0115), the same for every run kind.
+"""The run loop (docs/contract.md#the-run-loop, docs/decisions/0001, as amended), the same for every run kind.
 
 Before each model request: stop if cancelled or out of time; fail `budget_exhausted` if a hard
 limit (steps, model calls, cost) is used up; otherwise the request is synthesis-only when a
@@ -154,7 +154,7 @@ class _Loop:
             if not response.tool_calls:
                 return Outcome(status=Run.Status.COMPLETED, answer=response.text)
             if plan.synthesis:
-                # ADR-0078 decision 3: fail closed; no tool runs inside the reserve.
+                # docs/decisions/0001, point 3: fail closed; no tool runs inside the reserve.
                 raise SynthesisReserveViolation(
                     f"The model asked for {len(response.tool_calls)} tool call(s) in a synthesis-only turn "
                     f"(reserve activated by {plan.synthesis.replace('_', ' ')}).",
@@ -270,7 +270,8 @@ class _Loop:
     # -- after a response ---------------------------------------------------------------------
 
     def record_empty(self, response: ModelResponse) -> None:
-        """A response with neither text nor tool calls is not an answer (SPEC §3 rule 7): a
+        """A response with neither text nor tool calls is not an answer (docs/contract.md#the-run-loop, rule
+        7): a
         transient provider defect. Its usage is charged (ledger and counters; nothing of it
         joins the transcript or the history), then the same request is made again after a
         backoff, up to PROVIDER_MAX_RETRIES times; after that the run fails `provider_error`

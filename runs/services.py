@@ -105,7 +105,8 @@ class ConversationBusy(Exception):
 
 
 def interactive_limits(agent: Agent) -> RunLimits:
-    """Defaults for an interactive run whose caller gave none (ADR-0115): the agent's totals,
+    """Defaults for an interactive run whose caller gave none (docs/decisions/0001, amendment): the agent's
+    totals,
     its finite cost limit, and the configured reserves, each kept only below its total."""
     base = agent.limits
     if agent.cost_limit is not None and agent.cost_limit < base.max_cost:
@@ -191,7 +192,8 @@ def create_run(
 
 
 def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | None = None) -> set[int]:
-    """Admission of queued runs (SPEC §5), for the tick and for interactive starts alike: each
+    """Admission of queued runs (docs/contract.md#schedules), for the tick and for interactive starts alike:
+    each
     run's max_cost is reserved against its owner's daily and monthly ceilings, in order, and a run
     that does not fit is failed `admission_denied` (counted like any failure; nothing reserved).
     Returns the ids of the admitted runs. Call it in the transaction that created the runs: if the
@@ -331,11 +333,6 @@ def forget_inherited_heart() -> None:
     _heart = _Heart()
 
 
-def in_flight_attempts() -> list[uuid.UUID]:
-    with _heart.lock:
-        return list(_heart.attempts)
-
-
 @contextlib.contextmanager
 def keep_alive(attempt: uuid.UUID | None) -> Iterator[None]:
     """Heartbeat while the body runs, so a long provider call is not mistaken for a dead worker
@@ -366,7 +363,8 @@ def lost_runs(now: datetime) -> list[Run]:
 def fail_lost_runs(
     *, now: datetime | None = None, still_waiting: Callable[[list[Run]], set[int]] | None = None
 ) -> list[int]:
-    """Fail runs whose worker stopped heartbeating (SPEC §5), and queued runs whose task is gone
+    """Fail runs whose worker stopped heartbeating (docs/contract.md#schedules), and queued runs whose task
+    is gone
     (`still_waiting` names, among the long-queued runs, those whose task is still in the queue
     behind a backlog; they are left alone). Idempotent; returns the run ids it failed. The
     failure counts like any other and the reservation is released."""

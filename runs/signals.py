@@ -2,7 +2,7 @@
 the transaction that writes a run's terminal state.
 
 Receivers write in that same transaction: the schedules app records the occurrence outcome and
-`schedule.run_accounted` there (SPEC §5), without the run layer knowing schedules exist.
+`schedule.run_accounted` there (docs/contract.md#schedules), without the run layer knowing schedules exist.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 @csrf_exempt  # a machine endpoint speaking the OpenAI wire format; no session, no cookies
 @require_POST
 def simulator(request: HttpRequest) -> HttpResponse:
-    """The simulated provider over real HTTP (SPEC §9)."""
+    """The simulated provider over real HTTP (docs/contract.md#the-simulated-provider)."""
     try:
         body = json.loads(request.body or b"null")
     except ValueError:

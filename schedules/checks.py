@@ -62,7 +62,8 @@ def check_task_queue(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_row_lock_privileges(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """The connected PostgreSQL role must be able to lock the rows the scheduler locks (SPEC §7)."""
+    """The connected PostgreSQL role must be able to lock the rows the scheduler locks
+    (docs/contract.md#database-roles)."""
     connection = connections["default"]
     try:
         missing = missing_lock_privileges(connection)

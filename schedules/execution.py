@@ -1,4 +1,5 @@
-"""Executing schedules: materialize due occurrences, then run each one exactly once (SPEC §5).
+"""Executing schedules: materialize due occurrences, then run each one exactly once
+(docs/contract.md#schedules).
 
 The tick claims due schedules with SELECT ... FOR UPDATE SKIP LOCKED, so several clusters can
 tick at once without waiting on each other, and writes each batch in bulk: the occurrences
@@ -263,7 +264,7 @@ def _not_run(plans: list[_Plan]) -> list[tuple[_Plan, datetime, str]]:
 
 
 def _metadata(schedule: Schedule, occurrence_id: int, slot: datetime) -> dict[str, Any]:
-    """What a scheduled run's conversation says about its provenance (SPEC §1)."""
+    """What a scheduled run's conversation says about its provenance (docs/contract.md#vocabulary)."""
     return {
         "schedule_id": schedule.pk,
         "occurrence_id": occurrence_id,

@@ -1,4 +1,4 @@
-"""Least-privilege PostgreSQL grants for the web and scheduler roles (SPEC §7).
+"""Least-privilege PostgreSQL grants for the web and scheduler roles (docs/contract.md#database-roles).
 
 Row locks (SELECT ... FOR UPDATE) need the UPDATE privilege; a scheduler role without it once
 failed real runs. Append-only tables get INSERT and SELECT only, so the database itself refuses

@@ -450,8 +450,9 @@ class RevisionRequestQuerySet(models.QuerySet["RevisionRequest"]):
 
 
 class RevisionRequest(models.Model):
-    """An owner's request for different limits (SPEC §11): the complete limits and failure limit
-    they suggest and why. Owners cannot change limits (ADR-0109 decision 4); an admin with the pin
+    """An owner's request for different limits (docs/contract.md#conversations): the complete limits and
+    failure limit
+    they suggest and why. Owners cannot change limits (docs/decisions/0002, point 4); an admin with the pin
     permission decides: pin (an explicit revision that records this request) or decline, with a
     reason. One open request per schedule.
 

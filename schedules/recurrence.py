@@ -10,12 +10,14 @@ nicknames, empty steps and non-ASCII digits. Also accepted: a few plain forms ("
 Why our own parser and not cronsim's: we refuse more than cronsim accepts (it reads `L`, `W`, `#`
 and six fields), every refusal names the field and the reason (cronsim says "Bad day-of-month"),
 and `describe` needs the parsed fields, which cronsim does not publish. Its public interface, an
-iterator of datetimes, also handles daylight saving differently from SPEC §5 (below). So parsing
+iterator of datetimes, also handles daylight saving differently from docs/contract.md#schedules (below). So
+                                                                                     # parsing
 and matching are ours, and tests/schedules/test_cron_differential.py proves them fire for fire
 equal to cronsim over random expressions, zones and instants, the DST rules below being the only
 differences it allows.
 
-Why our own DST mapping: the contract for daylight-saving days is specific (SPEC §5). A 09:00
+Why our own DST mapping: the contract for daylight-saving days is specific (docs/contract.md#schedules). A
+                                                                                            # 09:00
 schedule runs at 09:00 local time on both sides of a change; a local time that does not exist
 (the spring-forward gap) runs at the first instant after the gap; a local time that happens twice
 (the autumn fold) runs once, at its first occurrence. Mapping wall-clock candidates to UTC that

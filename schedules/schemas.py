@@ -30,7 +30,7 @@ class InvalidSchedule(ValueError):
 
 
 class LimitsNotUpdatable(InvalidSchedule):
-    """schedule.update may not touch limits or the failure limit (ADR-0109 decision 4)."""
+    """schedule.update may not touch limits or the failure limit (docs/decisions/0002, point 4)."""
 
     code = "limits_not_updatable"
 

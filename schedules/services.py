@@ -1,4 +1,5 @@
-"""Every schedule state transition, each one transaction with its audit row (SPEC §5, ADR-0109).
+"""Every schedule state transition, each one transaction with its audit row (docs/contract.md#schedules,
+docs/decisions/0002).
 
 Views, admin actions, API handlers, chat tools and tasks parse input, check ownership and call
 exactly one of these.
@@ -39,7 +40,7 @@ from schedules.schemas import (
     ScheduleUpdate,
 )
 
-# The schedule.create policy (ADR-0109 decisions 1 and 2).
+# The schedule.create policy (docs/decisions/0002, points 1 and 2).
 CREATE_FAILURE_LIMIT = 2
 CREATE_DEFAULT_COST = Decimal("5.00")  # when the agent has no finite cost limit
 CREATE_RESERVE_STEPS = 2
@@ -65,7 +66,8 @@ class ScheduleCompleted(Exception):
 
 
 class ScheduleLimit(Exception):
-    """The owner already has as many active schedules as they may have (SPEC §5, per-owner caps)."""
+    """The owner already has as many active schedules as they may have (docs/contract.md#schedules, per-owner
+    caps)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -255,7 +257,7 @@ def _locked_if(schedule: Schedule, *, status: str | None) -> Schedule | None:
 
     The bare row is locked and its revision read afterwards: with a join in the locking query,
     PostgreSQL rechecks a row that changed while we waited against the *old* joined revision,
-    and the writer that waited saw no current revision at all (STYLE §7, lock the row, not the
+    and the writer that waited saw no current revision at all (lock the row, not the
     join). Read after the lock, the revision is the one the previous writer committed."""
     rows = Schedule.objects.select_for_update()
     if status is not None:
@@ -339,7 +341,7 @@ def pin_revision(
     expected_number: int | None = None,
     request: RevisionRequest | None = None,
 ) -> ScheduleRevision:
-    """An explicit revision: the only way limits or the failure limit change (ADR-0109 decision 4).
+    """An explicit revision: the only way limits or the failure limit change (docs/decisions/0002, point 4).
     Earlier revisions and already materialized runs keep their values. With `expected_number`,
     raises RevisionChanged if another revision was written since (checked under the row lock).
     `request`: the owner's revision request it answers (pin_from_request), recorded on it."""
@@ -394,7 +396,8 @@ def request_revision(
     via: str,
     now: datetime | None = None,
 ) -> RevisionRequest:
-    """The owner asks for new limits (SPEC §11): the request and its event, in one transaction.
+    """The owner asks for new limits (docs/contract.md#conversations): the request and its event, in one
+    transaction.
     Only the owner; one open request per schedule, so a repeat raises RequestAlreadyOpen with the
     request already waiting. A completed schedule raises ScheduleCompleted."""
     if _user_id(by) != schedule.owner_id:
@@ -560,7 +563,7 @@ def pause_for_invalid_definition(schedule: Schedule, *, detail: str, now: dateti
 
 
 def resume_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime | None = None) -> Schedule:
-    """paused -> active. Keeps consecutive_failures (ADR-0109): until a run completes, the next
+    """paused -> active. Keeps consecutive_failures (docs/decisions/0002): until a run completes, the next
     failure pauses it again. The next slot is computed after now: no backfill. Raises NotPaused."""
     with transaction.atomic():
         locked = _locked_if(schedule, status=Schedule.Status.PAUSED)
@@ -630,7 +633,8 @@ _OUTCOME_OF: dict[str, str] = {
 
 
 def run_accounted_payload(occurrence: Occurrence, run: Run) -> dict[str, Any]:
-    """The content-free body of `schedule.run_accounted` (SPEC §5, ADR-0109 decision 3)."""
+    """The content-free body of `schedule.run_accounted` (docs/contract.md#schedules, docs/decisions/0002,
+    point 3)."""
     return {
         "event": "schedule.run_accounted",
         "schedule_id": occurrence.schedule_id,

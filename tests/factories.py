@@ -71,7 +71,7 @@ def make_agent(
 ) -> Agent:
     """An agent with its own input and output prices (USD per million tokens), or `prices` by
     kind (`{}`: the price catalogue's, for a model it knows). sim-expensive gets the demo's dear
-    output price, at which its calls cost about USD 0.60 (SPEC §9)."""
+    output price, at which its calls cost about USD 0.60 (docs/contract.md#the-simulated-provider)."""
     if prices is None and model == "sim-expensive":
         from runs.providers.simulated import EXPENSIVE_PRICES
 
@@ -275,7 +275,9 @@ def make_budget_paused(owner: User, pinner: User, *, title: str = "Weekly spend 
     tight = limits(max_cost="1.00").to_json()
     services.pin_revision(
         schedule,
-        parse_explicit({"limits": tight, "max_consecutive_failures": 2, "reason": "Budget before ADR-0109."}),
+        parse_explicit(
+            {"limits": tight, "max_consecutive_failures": 2, "reason": "Budget before the chat policy."}
+        ),
         by=pinner,
         via="test",
     )

@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {"accounting": 0, "runs": 1, "schedules": 2}
 # Utilities of config/ that any app may use; config.settings and config.urls sit above everything.
 BASE_MODULES = {"config.env", "config.http"}
-# Settings are parsed with the consumer's parsers (STYLE §7): pure modules, no Django models.
+# Settings are parsed with the consumer's parsers (parse once): pure modules, no Django models.
 PARSERS = ("accounting.money", "accounting.timezones")
 SURFACE_PARTS = {"views", "api", "admin", "templatetags", "forms", "urls", "tasks", "management"}
 SURFACE_MODULES = {"context_processors", "apps"}
-# django_q is a worker behind two doors (STYLE §1).
+# django_q is a worker behind two doors.
 QUEUE_MODULES = {"schedules.tasks", "runs.tasks"}
 
 

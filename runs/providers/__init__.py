@@ -72,7 +72,8 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
     before_attempt: Callable[[int], None] | None = None,
 ) -> ModelResponse:
-    """One model request, retrying transient errors up to PROVIDER_MAX_RETRIES times (SPEC §4).
+    """One model request, retrying transient errors up to PROVIDER_MAX_RETRIES times
+    (docs/contract.md#providers-and-failures).
 
     Raises the last ProviderError when retries are spent, or the first permanent one.
     `before_attempt` lets the run loop check for cancellation between attempts, and after a

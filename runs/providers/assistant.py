@@ -1,4 +1,5 @@
-"""`sim-assistant`: a small, deterministic assistant behind the simulated provider (SPEC §9).
+"""`sim-assistant`: a small, deterministic assistant behind the simulated provider
+(docs/contract.md#the-simulated-provider).
 
 It reads the owner's newest message and the tool results that followed it, and answers over the
 OpenAI wire format exactly as a model would: a tool call, or a final answer.
@@ -10,7 +11,7 @@ OpenAI wire format exactly as a model would: a tool call, or a final answer.
   zone, then a one-time `schedule_create` (run_at with the owner's offset).
 - "rename schedule 5 to …", "move schedule 5 to 8:00": `schedule_update`.
 - "give schedule 5 a USD 20 budget": `schedule_update` with `max_cost`, which the policy refuses
-  (ADR-0109 decision 4); it explains the refusal and what to do instead.
+  (docs/decisions/0002, point 4); it explains the refusal and what to do instead.
 - a question about the time or date: `clock_now`, then the answer; anything else: a short answer.
 
 Told to synthesize (the platform's instruction), it never asks for a tool.

@@ -13,7 +13,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z0-9_.\-:/\[\]]{1,64}")
 
 
 def sanitize_identifier(value: Any) -> str:
-    """A provider code or parameter, kept only if it is a short identifier (SPEC §4)."""
+    """A provider code or parameter, kept only if it is a short identifier
+    (docs/contract.md#providers-and-failures)."""
     # fullmatch, not `^…$`: `$` also matches before a final newline.
     if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
         return value
@@ -70,7 +71,7 @@ class ModelRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    # The volatile, platform-trusted synthesis instruction (ADR-0078 decision 2). Adapters put it
+    # The volatile, platform-trusted synthesis instruction (docs/decisions/0001, point 2). Adapters put it
     # in a system/developer position of this one request; it is never part of `messages`.
     synthesis_instruction: str | None = None
     # The output cap on the wire (max_tokens / max_completion_tokens): at most MAX_OUTPUT_TOKENS,
@@ -121,13 +122,13 @@ class ModelResponse:
 
     @property
     def is_empty(self) -> bool:
-        """Neither text nor a tool call: not an answer (SPEC §3 rule 7)."""
+        """Neither text nor a tool call: not an answer (docs/contract.md#the-run-loop, rule 7)."""
         return not self.defect and not self.tool_calls and not self.text.strip()
 
 
 @dataclass
 class ProviderError(Exception):
-    """A failed provider request, already classified (SPEC §4)."""
+    """A failed provider request, already classified (docs/contract.md#providers-and-failures)."""
 
     transient: bool
     message: str
@@ -146,7 +147,7 @@ class Adapter(Protocol):
         ...
 
 
-# The platform's synthesis instruction (ADR-0078 decision 2). It opens with a stable marker so a
+# The platform's synthesis instruction (docs/decisions/0001, point 2). It opens with a stable marker so a
 # model (and the simulated provider) can recognise it.
 SYNTHESIS_INSTRUCTION = (
     "FINAL ANSWER REQUIRED. This run has reached its reserved budget for a final answer. "

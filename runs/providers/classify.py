@@ -1,4 +1,5 @@
-"""Provider failure classification on structured fields only, never on message text (SPEC §4).
+"""Provider failure classification on structured fields only, never on message text
+(docs/contract.md#providers-and-failures).
 
 Order: no response -> `x-should-retry` -> HTTP status -> `error.type` / `error.code`. A
 `Retry-After` longer than the cap cannot be honoured inside a run, so it is permanent.

@@ -1,5 +1,6 @@
 """What every HTTP adapter does the same way: post the request, read the body defensively,
-classify a failure (SPEC §4), and hand a 200 to the provider's own `parse`. Each provider's file
+classify a failure (docs/contract.md#providers-and-failures), and hand a 200 to the provider's own `parse`.
+                                    # Each provider's file
 holds only what differs: its endpoint and headers, how a request is written, how a response is
 read."""
 

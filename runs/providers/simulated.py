@@ -1,5 +1,6 @@
 """The simulated provider: a real OpenAI-compatible Chat Completions endpoint with scripted
-behaviours chosen by model name (SPEC §9). Served over HTTP at /simulator/v1/chat/completions
+behaviours chosen by model name (docs/contract.md#the-simulated-provider). Served over HTTP at
+                                                 # /simulator/v1/chat/completions
 and in-process through an httpx transport; either way runs reach it through the same adapter as
 a real provider.
 """

@@ -36,7 +36,8 @@ from schedules.models import (
 from schedules.selectors import Change, diff
 
 
-# SPEC §6: an admin, who may pause and resume anyone's schedule, is staff with the pin permission.
+# docs/contract.md#people-and-permissions: an admin, who may pause and resume anyone's schedule, is staff
+# with the pin permission.
 @admin.action(description="Pause selected schedules", permissions=["pin"])
 def pause(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
     done = _each(queryset, services.pause_schedule, services.NotActive, by=request.user)

@@ -1,4 +1,4 @@
-"""The JSON API for API clients (SPEC §8), served under /api/v1/ by django-ninja."""
+"""The JSON API for API clients (docs/contract.md#json-api), served under /api/v1/ by django-ninja."""
 
 from __future__ import annotations
 

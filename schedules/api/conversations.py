@@ -1,4 +1,5 @@
-"""The conversation routes of SPEC §8 and §11, registered on the one API (schedules.api.routes):
+"""The conversation routes of docs/contract.md#json-api and #conversations, registered on the one API
+(schedules.api.routes):
 the same auth, scopes, rate limit, body cap and error shape. Conversations and runs are their
 owner's only: anyone else's answers 404, admins included.
 

@@ -1,4 +1,4 @@
-"""Every API error is one JSON shape: {"error": {"code", "message", "fields"}} (SPEC §8).
+"""Every API error is one JSON shape: {"error": {"code", "message", "fields"}} (docs/contract.md#json-api).
 
 One handler, registered for Exception, replaces all of django-ninja's defaults, so an error
 raised anywhere in a request, by ninja (validation, authentication), Django (404, permission,

@@ -1,4 +1,5 @@
-"""The revision-request routes of SPEC §8: an owner asks for new limits on their schedule; an admin
+"""The revision-request routes of docs/contract.md#json-api: an owner asks for new limits on their schedule;
+an admin
 (a `pin_revision` token whose user has the pin permission) lists the open requests, oldest first,
 and decides each: pin (the explicit revision, which records the request) or decline.
 

@@ -29,7 +29,7 @@ from schedules.models import RevisionRequest, Schedule, ScheduleRevision
 
 REPLAYED_RUNS = 20
 REQUESTS_SHOWN = 10
-# The schedule.create policy's reserves (ADR-0109 decision 2), suggested where today's is zero.
+# The schedule.create policy's reserves (docs/decisions/0002, point 2), suggested where today's is zero.
 POLICY_RESERVES: Mapping[str, int | Decimal] = {
     "steps": 2,
     "model_calls": 2,

@@ -116,7 +116,7 @@ def run_bars(run: Run) -> list[Bar]:
 
 
 def synthesis_reason(run: Run) -> str:
-    """Why the run's requests became synthesis-only, in words (SPEC §3 rule 2)."""
+    """Why the run's requests became synthesis-only, in words (docs/contract.md#the-run-loop, rule 2)."""
     dimension = run.synthesis_dimension
     if not dimension:
         return ""

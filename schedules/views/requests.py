@@ -1,4 +1,5 @@
-"""The owner's request for new limits (SPEC §11): owners cannot change limits (ADR-0109
+"""The owner's request for new limits (docs/contract.md#conversations): owners cannot change limits
+(docs/decisions/0002
 decision 4), so the page prefills a request from the recent runs' usage, shows what the proposed
 limits would have done to those runs, and sends it to the admins, who decide."""
 

@@ -1,4 +1,4 @@
-"""ADR-0078 decision 4: schedule revisions opt in by pinning positive reserves in their existing
+"""docs/decisions/0001, point 4: schedule revisions opt in by pinning positive reserves in their existing
 RunLimits; materialization copies the complete limits value and needs no new run kind, column,
 event, route or migration."""
 

@@ -1,4 +1,4 @@
-"""ADR-0109 decision 1: schedule.create pins max_consecutive_failures = 2. One failed occurrence
+"""docs/decisions/0002, point 1: schedule.create pins max_consecutive_failures = 2. One failed occurrence
 is tolerated; the second consecutive failure pauses the schedule. Counting, reset and the
 failure-limit pause are unchanged."""
 

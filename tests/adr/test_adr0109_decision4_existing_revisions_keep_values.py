@@ -1,4 +1,4 @@
-"""ADR-0109 decision 4: existing revisions keep their pinned values; schedule.update cannot change
+"""docs/decisions/0002, point 4: existing revisions keep their pinned values; schedule.update cannot change
 limits or the failure limit, so an existing schedule adopts new values only through an explicit
 revision from an authorized client, which governs occurrences materialized after it."""
 

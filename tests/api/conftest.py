@@ -115,7 +115,8 @@ def error_of(response: HttpResponse) -> dict[str, Any]:
     return error
 
 
-# Every route of SPEC §8: (method, path with {schedule}/{run}/{conversation}, scope, a valid body).
+# Every route of docs/contract.md#json-api: (method, path with {schedule}/{run}/{conversation}, scope, a
+# valid body).
 def valid_pin_body() -> dict[str, Any]:
     from tests.factories import limits
 

@@ -1,4 +1,5 @@
-"""The conversation routes (SPEC §8, §11): start, send, read, list, cancel; every refusal in the
+"""The conversation routes (docs/contract.md#json-api and #conversations): start, send, read, list, cancel;
+every refusal in the
 API's error shape, and nothing half-written."""
 
 from __future__ import annotations

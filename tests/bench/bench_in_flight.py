@@ -7,7 +7,7 @@ lag to start p50/p99, the other owner's lag to start, and the cluster's peak res
 peak database connections. With --baseline, the same burst again with one run in flight per
 worker (RUNS_IN_FLIGHT_PER_WORKER=1: a run holds its worker while it waits, as before).
 
-    .venv/bin/python tests/bench/bench_in_flight.py [--runs 1000] [--delay 2] [--baseline]
+    .venv/bin/python tests/bench/bench_in_flight.py [--runs 10,100,1000] [--delay 2] [--baseline]
 """
 
 from __future__ import annotations
@@ -31,20 +31,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def seed(count: int, delay: float, run_at: datetime) -> None:
+def seed(count: int, delay: float, run_at: datetime, tag: str) -> list[int]:
     from decimal import Decimal
 
     from django.contrib.auth.models import User
 
     from accounting import ledger
+    from runs.models import Agent
     from schedules.schemas import parse_create
     from schedules.services import create_schedule
     from tests.factories import make_agent
 
-    agent = make_agent("sim-slow", model="sim-slow")
+    agent = Agent.objects.filter(name="sim-slow").first() or make_agent("sim-slow", model="sim-slow")
     prompt = f"Wait on the provider: delay={delay}"
-    for name, runs in (("busy", count), ("other", 1)):
+    owners = []
+    for name, runs in ((f"busy-{tag}", count), (f"other-{tag}", 1)):
         owner = User.objects.create(username=name)
+        owners.append(owner.pk)
         budget = ledger.budget_for(owner.pk)
         budget.daily_ceiling = budget.monthly_ceiling = budget.schedule_cost_ceiling = Decimal("100000")
         budget.save()
@@ -53,6 +56,7 @@ def seed(count: int, delay: float, run_at: datetime) -> None:
             create_schedule(owner, parse_create(data), via="bench")
             if (index + 1) % 200 == 0:
                 progress(f"seeding {name}'s one-time schedules", index + 1, runs)
+    return owners
 
 
 def cluster_rss_mb(pgid: int) -> float:
@@ -75,23 +79,15 @@ def burst(url: str, *, runs: int, delay: float, env: dict[str, str]) -> dict[str
     import psycopg
     from django.db import connections
     from django.utils import timezone
-    from django_q.models import OrmQ
     from django_q.models import Schedule as QueueSchedule
 
     from runs.models import Run
     from schedules import execution
     from schedules.tasks import enqueue_occurrences
 
-    Run.objects.all().delete()
-    OrmQ.objects.all().delete()
-    from schedules.models import Schedule
-
-    Schedule.objects.all().delete()
-    from django.contrib.auth.models import User
-
-    User.objects.all().delete()
+    tag = str(time.monotonic_ns())
     run_at = timezone.now() + timedelta(seconds=20)
-    seed(runs, delay, run_at)
+    owners = seed(runs, delay, run_at, tag)
     QueueSchedule.objects.all().delete()  # the bench ticks by hand, at the due moment
     connections.close_all()
     cluster = subprocess.Popen(
@@ -116,7 +112,9 @@ def burst(url: str, *, runs: int, delay: float, env: dict[str, str]) -> dict[str
         total = runs + 1
         while True:
             done = watcher.execute(
-                "SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed', 'cancelled')"
+                "SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed', 'cancelled') "
+                "AND owner_id = ANY(%s)",
+                [owners],
             ).fetchone()[0]
             # Every connection to this database but the watcher's own: the cluster's.
             in_use = watcher.execute(
@@ -138,13 +136,14 @@ def burst(url: str, *, runs: int, delay: float, env: dict[str, str]) -> dict[str
         except subprocess.TimeoutExpired:
             os.killpg(cluster.pid, signal.SIGKILL)
             cluster.wait()
-    rows = list(Run.objects.values("status", "owner__username", "started_at", "finished_at"))
+    ours = Run.objects.filter(owner_id__in=owners)
+    rows = list(ours.values("status", "owner_id", "started_at", "finished_at"))
     slot = min(
         datetime.fromisoformat(m["scheduled_for"])
-        for m in Run.objects.values_list("conversation__metadata", flat=True)
+        for m in ours.values_list("conversation__metadata", flat=True)
     )
-    lags = [(r["started_at"] - slot).total_seconds() for r in rows if r["owner__username"] == "busy"]
-    other = next(r for r in rows if r["owner__username"] == "other")
+    lags = [(r["started_at"] - slot).total_seconds() for r in rows if r["owner_id"] == owners[0]]
+    other = next(r for r in rows if r["owner_id"] == owners[1])
     return {
         "completed": sum(r["status"] == "completed" for r in rows),
         "runs": len(rows),
@@ -171,18 +170,21 @@ def show(label: str, figures: dict[str, float], delay: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--runs", default="1000", help="runs due at once; several: 10,100,1000")
     parser.add_argument("--delay", type=float, default=2.0)
     parser.add_argument("--baseline", action="store_true", help="also with one run in flight per worker")
     args = parser.parse_args()
+    sizes = [int(size) for size in args.runs.split(",")]
 
     with bench_database("bench_in_flight") as url:
-        figures = burst(url, runs=args.runs, delay=args.delay, env={})
+        results = [(runs, burst(url, runs=runs, delay=args.delay, env={})) for runs in sizes]
         print()
-        show(f"{args.runs} runs, defaults", figures, args.delay)
+        for runs, figures in results:
+            show(f"{runs} runs, defaults", figures, args.delay)
         if args.baseline:
-            base = burst(url, runs=args.runs, delay=args.delay, env={"RUNS_IN_FLIGHT_PER_WORKER": "1"})
-            show(f"{args.runs} runs, one in flight per worker (baseline)", base, args.delay)
+            runs, figures = results[-1]
+            base = burst(url, runs=runs, delay=args.delay, env={"RUNS_IN_FLIGHT_PER_WORKER": "1"})
+            show(f"{runs} runs, one in flight per worker (baseline)", base, args.delay)
             print(f"makespan ratio baseline / defaults: {base['makespan'] / figures['makespan']:.1f}x")
 
 

@@ -30,7 +30,7 @@ def test_the_admin_pins_a_revision_after_fixing_an_invalid_reserve(browser, live
 
     # A reserve that is not below its total: refused, named, nothing written.
     page.get_by_label("Synthesis reserve — cost (USD)").fill("2.00")
-    page.get_by_label("Reason").fill("ADR-0109: a USD 5 budget with a final-synthesis reserve")
+    page.get_by_label("Reason").fill("The chat policy: a USD 5 budget with a final-synthesis reserve")
     page.get_by_role("button", name="Review the change").click()
     page.wait_for_load_state()
     error = page.locator(".errorlist").first.inner_text()
@@ -64,7 +64,7 @@ def test_the_admin_pins_a_revision_after_fixing_an_invalid_reserve(browser, live
     newest = page.locator(".timeline__item").first
     text = newest.inner_text()
     assert "by admin · explicit via admin" in text
-    assert "ADR-0109: a USD 5 budget" in text
+    assert "The chat policy: a USD 5 budget" in text
     assert "max cost" in text and "USD 5.00" in text
     assert newest.locator("time").get_attribute("datetime") == revision.created_at.isoformat()
     owner.close()

@@ -1,4 +1,5 @@
-"""SPEC §4: provider failures are classified on structured fields only, in the order no response ->
+"""docs/contract.md#providers-and-failures: provider failures are classified on structured fields only, in
+the order no response ->
 x-should-retry -> HTTP status -> error.type / error.code; transient ones are retried a bounded number
 of times honouring Retry-After, permanent ones never; the run records sanitized diagnostics and
 never a secret. Every row runs a real run through the OpenAI and the Anthropic adapter."""

@@ -1,4 +1,5 @@
-"""Sending a message (SPEC §11): one transaction writes the conversation, the run, its first
+"""Sending a message (docs/contract.md#conversations): one transaction writes the conversation, the run, its
+first
 transcript entry, its reservation and its task, or nothing at all."""
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def test_the_first_message_writes_the_conversation_its_queued_run_reservation_an
     assert list(TranscriptEntry.objects.filter(run=run).values_list("role", "content")) == [
         ("user", "every day at 9 brief me on markets")
     ]
-    assert run.run_limits.synthesis_reserve_steps == 1  # the ADR-0115 interactive defaults
+    assert run.run_limits.synthesis_reserve_steps == 1  # the docs/decisions/0001, amendment interactive
+    # defaults
     reservation = Reservation.objects.get(run_id=run.pk)
     assert reservation.amount == run.run_limits.max_cost and reservation.released_at is None
 

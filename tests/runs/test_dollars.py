@@ -228,7 +228,8 @@ def test_usage_that_cannot_be_billed_is_charged_the_worst_case_and_fails_the_run
 def _expected_cap(
     max_cost: Decimal, spent: Decimal, input_bound: int, input_rate: str, output_rate: str
 ) -> int:
-    """§3a's cap, by its words: the dollars remaining (less the micro-dollar a charge may round up
+    """The contract's cap (docs/contract.md#bounded-before-the-call), by its words: the dollars remaining
+    (less the micro-dollar a charge may round up
     by), less the input bound at the dearest input rate, paid in output tokens; at most the
     model's MAX_OUTPUT_TOKENS."""
     left = max_cost - spent - Decimal("0.000001") - Decimal(input_bound) * Decimal(input_rate) / MILLION

@@ -1,4 +1,5 @@
-"""An empty answer is not an answer (SPEC §3 rule 7, amended): a response with neither text nor
+"""An empty answer is not an answer (docs/contract.md#the-run-loop, rule 7, amended): a response with neither
+text nor
 tool calls is a transient provider defect, `provider_error` with provider code `empty_response`,
 charged for its usage and retried like any transient error. A small model behind an
 OpenAI-compatible server (llama.cpp) answered that way and the run was once recorded `completed`,

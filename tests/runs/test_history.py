@@ -1,4 +1,4 @@
-"""What a message sends of its conversation's earlier exchanges (runs.history, issue 13 §3b):
+"""What a message sends of its conversation's earlier exchanges (runs.history):
 the newest ones within the agent's turns and token budget, read with one bounded query, however
 long the conversation is; the run records what was sent, so the page can say so."""
 

@@ -128,7 +128,8 @@ def test_the_loop_keeps_every_hard_limit_and_accounts_for_every_call(owner, wire
     assert len(seen.provider.requests) == run.model_calls == run.steps
     assert LedgerEntry.objects.filter(run_id=run.pk).count() == run.model_calls
     assert ledger_total(run) == run.cost
-    # The bill never crosses the cost limit (SPEC §3a): every call was bounded before it was made.
+    # The bill never crosses the cost limit (docs/contract.md#dollars-as-billed): every call was bounded
+    # before it was made.
     assert run.cost <= run_limits.max_cost
     # A budget failure names a dimension that is really used up, or (cost) one whose dollars left
     # cannot pay for a call of MIN_OUTPUT_TOKENS.

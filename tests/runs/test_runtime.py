@@ -227,7 +227,8 @@ def test_a_run_reaped_as_lost_stops_and_keeps_its_worker_lost_failure(owner):
     assert len(provider.requests) == 1
 
 
-# -- interactive defaults (ADR-0115) --------------------------------------------------------------
+# -- interactive defaults (docs/decisions/0001, amendment)
+# --------------------------------------------------------------
 
 
 def test_an_interactive_run_without_limits_gets_the_default_reserves(owner):

@@ -1,4 +1,5 @@
-"""sim-assistant through the real run loop and the OpenAI-compatible adapter (SPEC §9)."""
+"""sim-assistant through the real run loop and the OpenAI-compatible adapter
+(docs/contract.md#the-simulated-provider)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The simulated provider end to end over real HTTP: served by a live test server at
 /simulator/v1/chat/completions and reached through the same OpenAI-compatible adapter and httpx
-client as a real provider. Each scripted model of SPEC §9 behaves as described."""
+client as a real provider. Each scripted model of docs/contract.md#the-simulated-provider behaves as
+described."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_a_scheduled_run_over_http_is_accounted_for_its_schedule(owner, live_ser
     assert (run.status, occurrence.outcome) == ("completed", "completed")
 
 
-# -- the scripted models (SPEC §9) ----------------------------------------------------------------
+# -- the scripted models (docs/contract.md#the-simulated-provider)
+# ----------------------------------------------------------------
 
 
 def test_sim_research_obeys_a_synthesis_instruction(owner, live_server):

@@ -1,4 +1,5 @@
-"""ADR-0078 (as amended by ADR-0115): synthesis reserves for every run kind, the volatile
+"""docs/decisions/0001 (as amended by docs/decisions/0001, amendment): synthesis reserves for every run kind,
+the volatile
 platform-trusted instruction, failing closed on tool calls inside the reserve, and the tool-call
 budget that owes one synthesis-only turn. Every run goes through the real adapters."""
 
@@ -46,7 +47,7 @@ def _entries(run) -> list[Decimal]:
     return list(LedgerEntry.objects.filter(run_id=run.pk).order_by("id").values_list("cost", flat=True))
 
 
-# -- ADR-0078 consequences ------------------------------------------------------------------------
+# -- docs/decisions/0001 consequences ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)

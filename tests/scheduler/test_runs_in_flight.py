@@ -43,9 +43,9 @@ def roomy(owner, settings):
     return owner
 
 
-def _burst(owner, count: int, *, model: str, prompt: str) -> list[Schedule]:
+def _burst(owner, count: int, *, model: str, prompt: str, **agent: object) -> list[Schedule]:
     """`count` one-time schedules due now, materialized and enqueued like the tick does."""
-    agent = make_agent(model=model)
+    agent = make_agent(model=model, **agent)
     now = timezone.now()
     run_at = now + timedelta(seconds=1)
     schedules = [
@@ -171,6 +171,25 @@ def test_the_run_deadline_holds_for_every_run_in_flight(roomy, spawn):
         assert (run.status, run.failure_reason) == ("failed", "timeout"), read_log(cluster)
         assert (run.finished_at - run.started_at).total_seconds() < 10 + 3 + 1  # one call past it at most
         assert LedgerEntry.objects.filter(run_id=run.pk).count() == run.model_calls
+
+
+def test_reserves_and_bounded_calls_hold_for_every_run_in_flight(roomy, spawn):
+    """Forty runs of a model that writes at length at a dear price (about USD 0.60 a call), each
+    under USD 1.50 with a USD 0.50 synthesis reserve, all waiting on the provider together."""
+    _burst(roomy, 40, model="sim-expensive", prompt="Research, slowly: delay=1", cost_limit="1.50")
+    cluster = spawn("qcluster", env={"Q_WORKERS": "1"})
+
+    def all_done() -> bool:
+        """the forty runs to end"""
+        return Run.objects.filter(status__in=Run.TERMINAL).count() == 40
+
+    wait_for(all_done, timeout=60)
+    for run in Run.objects.all():
+        limits = run.run_limits
+        assert run.cost <= limits.max_cost, read_log(cluster)  # never crossed, whatever the order
+        assert sum(e.cost for e in LedgerEntry.objects.filter(run_id=run.pk)) == run.cost
+        assert (run.status, run.synthesis_dimension) == ("completed", "cost"), read_log(cluster)
+    assert ledger.summarize(roomy.pk).open_total == Decimal("0")
 
 
 def test_failure_counts_stay_right_when_runs_end_out_of_order(roomy, spawn):

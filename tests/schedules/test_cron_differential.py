@@ -6,14 +6,16 @@ expressions, time zones and start instants.
    parse time; for us they never fire). Where both accept, the fires agree in UTC.
 
 2. The fires in zones with odd offsets and daylight saving, from cronsim's wall clock. cronsim
-   walking naive local time says which wall times match; SPEC §5, implemented here independently
+   walking naive local time says which wall times match; docs/contract.md#schedules, implemented here
+                                                                         # independently
    from the zone's transition table, says when each runs: a wall time that happens once at that
    instant, one that happens twice (the autumn fold) once at its first occurrence, one that does
    not exist (the spring gap) at the first instant after the gap. Ours must be exactly that.
 
 3. The fires against cronsim's own DST handling. cronsim walks the wall clock when neither the
    minute nor the hour field starts with `*` (Debian cron's rule for fixed-time jobs), and then
-   its rules are SPEC §5's. Otherwise it walks absolute time, and SPEC §5 differs in exactly two
+   its rules are docs/contract.md#schedules's. Otherwise it walks absolute time, and
+                                 # docs/contract.md#schedules differs in exactly two
    ways, which are applied to cronsim's fires to get ours:
    - a wall time in the fold runs once, at its first occurrence; cronsim runs its second too;
    - a wall time in the gap runs at the first instant after the gap; cronsim skips it.
@@ -113,7 +115,8 @@ def gaps(name: str, after: datetime, until: datetime) -> list[tuple[datetime, da
 
 
 def spec_instant(wall: datetime, name: str) -> datetime:
-    """SPEC §5 for one naive wall time, from the transition table (not from our code's search)."""
+    """docs/contract.md#schedules for one naive wall time, from the transition table (not from our code's
+    search)."""
     zone = zoneinfo.ZoneInfo(name)
     candidates = [(wall - offset).replace(tzinfo=UTC) for offset in offsets(name)]
     real = [c for c in candidates if c.astimezone(zone).replace(tzinfo=None) == wall]
@@ -230,7 +233,8 @@ def cronsims(expression: str, zone: str, after: datetime, count: int = FIRES) ->
 def cronsims_by_the_wall_clock(
     expression: str, zone: str, after: datetime
 ) -> tuple[list[datetime], datetime]:
-    """SPEC §5 applied to the wall times cronsim matches (naive, no DST): the first FIRES fires
+    """docs/contract.md#schedules applied to the wall times cronsim matches (naive, no DST): the first FIRES
+    fires
     after `after`, and the instant up to which they are all there is."""
     walls = CronSim(expression, after.astimezone(zoneinfo.ZoneInfo(zone)).replace(tzinfo=None))
     fires: list[datetime] = []
@@ -281,7 +285,7 @@ def second_pass_of_a_fold(instant: datetime, tz: zoneinfo.ZoneInfo) -> bool:
 def as_spec_reads_cronsim(
     expression: str, zone: str, after: datetime, fires: list[datetime], until: datetime
 ) -> list[datetime]:
-    """cronsim's own fires in (after, until] with SPEC §5's two DST rules applied."""
+    """cronsim's own fires in (after, until] with docs/contract.md#schedules's two DST rules applied."""
     if walks_the_wall_clock(expression):
         # The same rules. cronsim defect: started in a fold's second pass, it first returns the
         # fold's wall times that already ran, instants before the start.

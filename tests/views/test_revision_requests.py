@@ -367,7 +367,7 @@ def test_the_schedule_change_page_reads_like_the_dashboard(admin_client, paused)
     assert "Steps 10 none" in text and "Cost USD 1.00 none" in text
     assert "Revision 2 in force" in text and "Revision 1" in text
     assert "Max cost (USD) USD 5.00 USD 1.00" in text  # revision 2 against revision 1
-    assert "by ada · explicit via test" in text and "“Budget before ADR-0109.”" in text
+    assert "by ada · explicit via test" in text and "“Budget before the chat policy.”" in text
     assert " 4 revision 1" not in text
     assert re.search(r"\d{2}:\d{2} UTC", text)
     assert f"Agent and cadence: sim-expensive · {paused.revision.cadence}" in text

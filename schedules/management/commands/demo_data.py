@@ -39,7 +39,7 @@ AGENT_LIMITS = RunLimits(
     synthesis_reserve_tool_calls=0,
     synthesis_reserve_cost=Decimal("0"),
 )
-# The budget a briefing had before ADR-0109: USD 1 and no reserve (pinned explicitly below).
+# The budget a briefing had before docs/decisions/0002: USD 1 and no reserve (pinned explicitly below).
 LEGACY_LIMITS = {**AGENT_LIMITS.to_json(), "max_cost": "1.00"}
 
 
@@ -179,7 +179,7 @@ class Command(BaseCommand):
                     {
                         "limits": LEGACY_LIMITS,
                         "max_consecutive_failures": 2,
-                        "reason": "Budget before ADR-0109: USD 1, no synthesis reserve.",
+                        "reason": "Budget before the chat policy of 19 Sep 2026: USD 1, no reserve.",
                     }
                 ),
                 by=admin,
