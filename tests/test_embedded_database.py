@@ -148,7 +148,9 @@ def test_a_socket_url_is_read_as_libpq_reads_it():
     assert settings["OPTIONS"] == {}
 
 
-@pytest.mark.parametrize("url", ["file:///var/db", "mysql://u@h/db", "mssql://u@h/db", "postgres://u@h:port/db"])
+@pytest.mark.parametrize(
+    "url", ["file:///var/db", "mysql://u@h/db", "mssql://u@h/db", "postgres://u@h:port/db"]
+)
 def test_only_postgresql_urls_are_accepted(url):
     from django.core.exceptions import ImproperlyConfigured
 

@@ -36,6 +36,7 @@ def source_files() -> list[Path]:
         ROOT / name
         for name in listed
         if name.endswith((".py", ".html", ".js", ".css"))
+        and (ROOT / name).exists()
         and "/migrations/" not in name
         and not name.startswith("tests/test_house.py")
     ]
