@@ -1,8 +1,8 @@
 """The money and the record: owner budgets, ledger entries, reservations, accounting events.
 
-Ledger entries and accounting events are content-free and append-only. They refer to runs and
-schedules by id, not by foreign key, so deleting a conversation, run or schedule never removes
-recorded spend or the record of what happened (docs/contract.md#schedules, docs/decisions/0002, point 3).
+Ledger entries and accounting events are content-free and append-only. They refer to runs and schedules
+by id, not by foreign key, so deleting a conversation, run or schedule never removes recorded spend or
+the record of what happened (docs/contract.md#schedules, docs/decisions/0002, point 3).
 """
 
 from __future__ import annotations
@@ -45,10 +45,9 @@ class MoneyFormField(forms.CharField):
 
 
 class MoneyField(models.DecimalField):  # type: ignore[type-arg]
-    """USD as fixed-point with 6 decimal places (docs/contract.md#run-limits). In a form it is typed as text
-    and read
-    by accounting.money, with `places` decimals allowed (2 for USD amounts, 6 for prices); the
-    database column is the same either way, so `places` is left out of migrations."""
+    """USD as fixed-point with 6 decimal places (docs/contract.md#run-limits). In a form it is typed as
+    text and read by accounting.money, with `places` decimals allowed (2 for USD amounts, 6 for prices);
+    the database column is the same either way, so `places` is left out of migrations."""
 
     def __init__(self, *args: Any, places: int = USD_PLACES, **kwargs: Any) -> None:
         self.places = places
@@ -113,8 +112,8 @@ def validate_timezone(value: str) -> None:
 class OwnerBudget(models.Model):
     """One row per owner: the time zone budget days are counted in, and ceiling overrides.
 
-    Admission locks this row, so concurrent admissions for one owner queue here (docs/contract.md#schedules).
-    A blank override means the setting applies.
+    Admission locks this row, so concurrent admissions for one owner queue here
+    (docs/contract.md#schedules). A blank override means the setting applies.
     """
 
     owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget")
@@ -128,8 +127,8 @@ class OwnerBudget(models.Model):
         blank=True,
         help_text="Largest max_cost a new schedule pins, USD; blank = setting.",
     )
-    # Caps on what an owner (or a model talking for them) may set up (docs/contract.md#schedules, per-owner
-    # caps).
+    # Caps on what an owner (or a model talking for them) may set up (docs/contract.md#schedules,
+    # per-owner caps).
     max_active_schedules = models.PositiveIntegerField(
         null=True, blank=True, help_text="Active schedules this owner may have at once; blank = setting."
     )

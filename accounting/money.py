@@ -1,9 +1,9 @@
 """Money as data: the one parser of amounts people and clients write, and the one JSON form.
 
-USD is a `Decimal` everywhere (docs/contract.md#run-limits): in code, in JSON as a string, in the database as
-fixed-point with 6 places. Every surface (API bodies, dashboard and admin forms, RunLimits,
-settings read from the environment) parses through `parse_money`, so a string that passes here
-is read the same way everywhere it is used.
+USD is a `Decimal` everywhere (docs/contract.md#run-limits): in code, in JSON as a string, in the
+database as fixed-point with 6 places. Every surface (API bodies, dashboard and admin forms, RunLimits,
+settings read from the environment) parses through `parse_money`, so a string that passes here is read
+the same way everywhere it is used.
 
 The grammar is deliberately narrower than Python's `Decimal()`, which reads "5_0" as 50, "5E+0"
 as 5, and Arabic-Indic or fullwidth digits as numbers: ASCII digits, at most one ".", no sign, no

@@ -110,10 +110,10 @@ else:
 
     _database_url = env_str("DATABASE_URL", default_url())
 DATABASES = {"default": database_from_url(_database_url)}
-# A connection pool per process (psycopg's, through Django): a thread takes a connection for
-# each stretch of reads and writes and gives it back, so the runs in flight in a worker share a few
-# connections instead of holding one each while they wait on providers (docs/decisions/
-# 0005-runs-in-flight.md). A forked process forgets the pool it inherited (runs.apps).
+# A connection pool per process (psycopg's, through Django): a thread takes a connection for each stretch
+# of reads and writes and gives it back, so the runs in flight in a worker share a few connections
+# instead of holding one each while they wait on providers (docs/decisions/ 0005-runs-in-flight.md). A
+# forked process forgets the pool it inherited (runs.apps).
 DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 4, minimum=1, maximum=100)
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled: a closed connection goes back to the pool
 DATABASES["default"]["OPTIONS"]["pool"] = {
@@ -266,9 +266,8 @@ SCHEDULE_MAX_PROMPT_CHARS = env_int("SCHEDULE_MAX_PROMPT_CHARS", 20_000, minimum
 # The longest message an owner may send in a conversation (dashboard and API).
 CONVERSATION_MESSAGE_MAX_CHARS = env_int("CONVERSATION_MESSAGE_MAX_CHARS", 8_000, minimum=1)
 
-# Interactive runs whose caller gives no limits (docs/decisions/0001, amendment): reserves of 1 step, 1 model
-# call,
-# 0 tool calls and 10 % of max_cost, each kept only when below its total.
+# Interactive runs whose caller gives no limits (docs/decisions/0001, amendment): reserves of 1 step, 1
+# model call, 0 tool calls and 10 % of max_cost, each kept only when below its total.
 INTERACTIVE_RESERVE_STEPS = env_int("INTERACTIVE_RESERVE_STEPS", 1, minimum=0)
 INTERACTIVE_RESERVE_MODEL_CALLS = env_int("INTERACTIVE_RESERVE_MODEL_CALLS", 1, minimum=0)
 INTERACTIVE_RESERVE_TOOL_CALLS = env_int("INTERACTIVE_RESERVE_TOOL_CALLS", 0, minimum=0)
@@ -281,9 +280,9 @@ PROVIDER_BACKOFF_CAP_SECONDS = env_seconds("PROVIDER_BACKOFF_CAP_SECONDS", "20")
 
 RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
 # Each model request carries an output cap (docs/contract.md#bounded-before-the-call): at most
-# MAX_OUTPUT_TOKENS, less when the dollars left pay for less; below MIN_OUTPUT_TOKENS no call is
-# made. A provider that reports its own charge (OpenRouter) is bounded with REPORTED_COST_MARGIN
-# on top of the catalogue's prices.
+# MAX_OUTPUT_TOKENS, less when the dollars left pay for less; below MIN_OUTPUT_TOKENS no call is made. A
+# provider that reports its own charge (OpenRouter) is bounded with REPORTED_COST_MARGIN on top of the
+# catalogue's prices.
 MAX_OUTPUT_TOKENS = env_int("MAX_OUTPUT_TOKENS", 4096, minimum=16, maximum=200_000)
 MIN_OUTPUT_TOKENS = env_int("MIN_OUTPUT_TOKENS", 256, minimum=1, maximum=200_000)
 if MIN_OUTPUT_TOKENS > MAX_OUTPUT_TOKENS:

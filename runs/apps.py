@@ -4,6 +4,8 @@ import os
 
 from django.apps import AppConfig
 
+_inherited: list[object] = []
+
 
 def forget_inherited_connections() -> None:
     """In a forked child (django-q2's workers): drop, without closing, the connection pool and
@@ -12,6 +14,9 @@ def forget_inherited_connections() -> None:
     from django.db import connections
     from django.db.backends.postgresql.base import DatabaseWrapper
 
+    # Kept referenced, never collected: a pool's finalizer takes locks a parent's thread may
+    # have held at the fork, and would wait for them for ever.
+    _inherited.extend(DatabaseWrapper._connection_pools.values())  # type: ignore[attr-defined]
     DatabaseWrapper._connection_pools.clear()  # type: ignore[attr-defined]
     for conn in connections.all(initialized_only=True):
         conn.connection = None

@@ -1,6 +1,6 @@
 """The one vocabulary of run failures (docs/contract.md#providers-and-failures): reasons, error classes,
-whether each is
-transient, and the words every page, notification, admin filter and API enum uses for them.
+whether each is transient, and the words every page, notification, admin filter and API enum uses for
+them.
 
 Everything else derives from this module: `Run.failure_reason` and `Run.error_class` take their
 choices from `Reason` and `ERROR_CLASS_CHOICES`, the admin filters and the API enums list the same

@@ -52,6 +52,9 @@ ORDER BY coalesce(r.n, 0), q.oldest
 LIMIT %s
 """  # noqa: S608 - the table name from model metadata
 CLAIMS_PER_TURN = 10  # runs one task may claim when slots are free
+# A turn waits this long for a free slot, then hands its task back to the queue: well inside
+# django-q2's task timeout, whose expiry would kill the worker with every run in flight in it.
+SLOT_WAIT_SECONDS = 300
 OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold their runs' locks)
 
 
@@ -90,13 +93,15 @@ def forget_inherited_flights() -> None:
 def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
     """One task's turn: wait for a slot, then claim the fairest queued runs, as many as there are
     free slots up to CLAIMS_PER_TURN, and start each on its own thread. Returns the runs started
-    (none when no queued run was left). A turn that waits for a slot longer than django-q2 lets a
-    task live hands itself back to the queue (`again`).
+    (none when no queued run was left).
 
-    Claiming several per turn spares most of django-q2's cost per task when a burst is due; the
-    turns of the runs claimed early then find nothing left and end at once."""
+    A turn never ends having used its task for nothing while runs wait: one that waits for a slot
+    longer than SLOT_WAIT_SECONDS, or fails before it claims, hands a new task to the queue
+    (`again`), so there are never fewer tasks than queued runs. Claiming several per turn spares
+    most of django-q2's cost per task when a burst is due; the turns of the runs claimed early
+    then find nothing left and end at once."""
     mine = flights()
-    if not mine.slots.acquire(timeout=max(1, settings.Q_TIMEOUT_SECONDS - 60)):
+    if not mine.slots.acquire(timeout=SLOT_WAIT_SECONDS):
         if again is not None:
             again()
         return []
@@ -111,9 +116,18 @@ def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
                 break
             with mine.lock:
                 mine.runs.add(run.pk)
-            # Not a daemon: a worker process that ends waits for its runs (multiprocessing joins them).
-            threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
+            try:
+                # Not a daemon: a worker that ends waits for its runs (multiprocessing joins them).
+                threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
+            except BaseException:
+                with mine.lock:
+                    mine.runs.discard(run.pk)
+                raise  # the claimed run is the reaper's once its heartbeat lapses
             started.append(run)
+    except Exception:
+        logger.exception("a turn failed after claiming %d run(s)", len(started))
+        if again is not None:
+            again()
     finally:
         for _ in range(held - len(started)):
             mine.slots.release()
@@ -135,27 +149,37 @@ def _fly(run: Run, mine: _Flights) -> None:
 
 def claim_next() -> Run | None:
     """Claim the queued run the fair order puts first (an occurrence's run marks its occurrence
-    running with it, in the same transaction). None when there is none left to claim."""
-    with connection.cursor() as cursor:
-        cursor.execute(_FAIR_OWNERS_SQL, [OWNERS_PER_CLAIM])
-        owners = [row[0] for row in cursor.fetchall()]
-    for owner_id in owners:
-        with transaction.atomic():
-            run = (
-                Run.objects.select_for_update(skip_locked=True, of=("self",))
-                .select_related("agent", "conversation")
-                .filter(owner_id=owner_id, status=Run.Status.QUEUED, parent__isnull=True)
-                .order_by("id")
-                .first()
-            )
-            if run is None:
-                continue
-            attempt = claim_run(run)
-            if attempt is None:
-                continue
-            run_claimed.send(Run, run=run, attempt=attempt)
-        return run
-    return None
+    running with it, in the same transaction). When every run of the owners read is taken by
+    other claimers meanwhile, the order is read again; then any queued run no claimer holds.
+    None when there is none left to claim."""
+    for _ in range(3):
+        with connection.cursor() as cursor:
+            cursor.execute(_FAIR_OWNERS_SQL, [OWNERS_PER_CLAIM])
+            owners = [row[0] for row in cursor.fetchall()]
+        if not owners:
+            return None
+        for owner_id in owners:
+            if run := _claim_oldest(owner_id=owner_id):
+                return run
+    return _claim_oldest()
+
+
+def _claim_oldest(**among: int) -> Run | None:
+    with transaction.atomic():
+        run = (
+            Run.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("agent", "conversation")
+            .filter(status=Run.Status.QUEUED, parent__isnull=True, **among)
+            .order_by("id")
+            .first()
+        )
+        if run is None:
+            return None
+        attempt = claim_run(run)
+        if attempt is None:
+            return None
+        run_claimed.send(Run, run=run, attempt=attempt)
+    return run
 
 
 @dataclass(frozen=True)

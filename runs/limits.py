@@ -228,6 +228,6 @@ def budget_state(limits: RunLimits, usage: dict[str, int | Decimal]) -> BudgetSt
 
 
 def tool_calls_that_fit(limits: RunLimits, used: int) -> int:
-    """Tool calls a response may still run: the remainder above the tool-call reserve, which
-    stays free for nothing but synthesis (docs/decisions/0001: no tool call inside the reserve)."""
+    """Tool calls a response may still run: the remainder above the tool-call reserve, which stays free
+    for nothing but synthesis (docs/decisions/0001: no tool call inside the reserve)."""
     return max(0, limits.max_tool_calls - used - limits.synthesis_reserve_tool_calls)

@@ -102,8 +102,8 @@ class Agent(models.Model):
     )
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True, help_text='Enabled tool names, e.g. ["clock.now"].')
-    # Its own prices, USD per million tokens by kind (runs.pricing.KINDS), as strings; empty: the
-    # price catalogue's for its provider and model (docs/contract.md#prices).
+    # Its own prices, USD per million tokens by kind (runs.pricing.KINDS), as strings; empty: the price
+    # catalogue's for its provider and model (docs/contract.md#prices).
     prices = models.JSONField(
         default=dict,
         blank=True,
@@ -390,8 +390,8 @@ class Run(models.Model):
 
 
 class TranscriptEntry(models.Model):
-    """One message of a run: the prompt, each model response, each tool result. The volatile
-    synthesis instruction is never one of these (docs/decisions/0001, point 2)."""
+    """One message of a run: the prompt, each model response, each tool result. The volatile synthesis
+    instruction is never one of these (docs/decisions/0001, point 2)."""
 
     class Role(models.TextChoices):
         USER = "user"

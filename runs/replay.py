@@ -1,16 +1,16 @@
 """What other limits would have done to a recorded run: the run loop's budget rules
-(docs/contract.md#the-run-loop,
-`runs.limits.budget_state`) replayed over the usage each of its steps recorded.
+(docs/contract.md#the-run-loop, `runs.limits.budget_state`) replayed over the usage each of its steps
+recorded.
 
 It is an estimate, and the pages say so: a model answers differently once it is told to
 synthesize, and a run that was stopped early leaves no record of what it would have done next.
 The replay assumes a synthesis-only turn is answered (the instruction is obeyed) and never guesses
 steps the record does not have.
 
-Each call is bounded before it is made (docs/contract.md#bounded-before-the-call): a call is made
-only when the dollars it may spend pay for it, the dollars outside the cost reserve for a turn
-that is not synthesis-only. The replay takes a step's recorded cost as what it needed, and the
-dearest recorded step as what the next one would have needed.
+Each call is bounded before it is made (docs/contract.md#bounded-before-the-call): a call is made only
+when the dollars it may spend pay for it, the dollars outside the cost reserve for a turn that is not
+synthesis-only. The replay takes a step's recorded cost as what it needed, and the dearest recorded step
+as what the next one would have needed.
 """
 
 from __future__ import annotations

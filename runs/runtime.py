@@ -1,4 +1,5 @@
-"""The run loop (docs/contract.md#the-run-loop, docs/decisions/0001, as amended), the same for every run kind.
+"""The run loop (docs/contract.md#the-run-loop, docs/decisions/0001, as amended), the same for every run
+kind.
 
 Before each model request: stop if cancelled or out of time; fail `budget_exhausted` if a hard
 limit (steps, model calls, cost) is used up; otherwise the request is synthesis-only when a
@@ -41,7 +42,7 @@ from runs.failures import (
 from runs.history import sent_exchanges
 from runs.limits import RunLimits, budget_state, tool_calls_that_fit, with_reserves
 from runs.models import Agent, Run, TranscriptEntry
-from runs.providers import adapter_for, backoff_delay, call_with_retries, client_for
+from runs.providers import GATE_WAITED, adapter_for, backoff_delay, call_with_retries, client_for
 from runs.providers.base import (
     SYNTHESIS_INSTRUCTION,
     Message,
@@ -93,8 +94,8 @@ class _Loop:
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
         self.empty_answers = 0  # empty responses in a row (record_empty)
-        # For the next call's input bound: the input the last response reported, and how many
-        # history messages its request carried (docs/contract.md#bounded-before-the-call).
+        # For the next call's input bound: the input the last response reported, and how many history
+        # messages its request carried (docs/contract.md#bounded-before-the-call).
         self.last_input: int | None = None
         self.sent_messages = 0
         self.reserve_reached = False  # a turn was cut by the dollars outside the cost reserve
@@ -198,11 +199,11 @@ class _Loop:
             ) from None
 
     def plan_call(self, synthesis: str | None) -> bounds.CallPlan:
-        """The next request with its output cap (docs/contract.md#bounded-before-the-call). A turn
-        that is not synthesis-only may spend only the dollars outside the cost reserve: that part
-        is held for the answer. When those cannot pay for a call of MIN_OUTPUT_TOKENS, the run takes
-        its owed synthesis turn (the cost reserve is reached) if the whole of what is left pays for
-        one; otherwise the cost limit is used up and no call is made."""
+        """The next request with its output cap (docs/contract.md#bounded-before-the-call). A turn that
+        is not synthesis-only may spend only the dollars outside the cost reserve: that part is held for
+        the answer. When those cannot pay for a call of MIN_OUTPUT_TOKENS, the run takes its owed
+        synthesis turn (the cost reserve is reached) if the whole of what is left pays for one; otherwise
+        the cost limit is used up and no call is made."""
         left = self.limits.max_cost - self.run.cost - pricing.MICRO  # room to round the charge up
         reserve = self.limits.synthesis_reserve_cost
         if synthesis is None and self.reserve_reached:
@@ -248,8 +249,10 @@ class _Loop:
         request = plan.request
 
         def between_attempts(attempt: int) -> None:
-            if attempt:
+            if attempt:  # a retry, or a wait at the provider's gate (GATE_WAITED)
                 self.check_still_ours()
+            if attempt == GATE_WAITED:
+                self.check_time()
             release_connection()  # nothing is read or written while the provider answers
 
         try:
@@ -270,12 +273,11 @@ class _Loop:
     # -- after a response ---------------------------------------------------------------------
 
     def record_empty(self, response: ModelResponse) -> None:
-        """A response with neither text nor tool calls is not an answer (docs/contract.md#the-run-loop, rule
-        7): a
-        transient provider defect. Its usage is charged (ledger and counters; nothing of it
-        joins the transcript or the history), then the same request is made again after a
-        backoff, up to PROVIDER_MAX_RETRIES times; after that the run fails `provider_error`
-        with provider code `empty_response`."""
+        """A response with neither text nor tool calls is not an answer (docs/contract.md#the-run-loop,
+        rule 7): a transient provider defect. Its usage is charged (ledger and counters; nothing of it
+        joins the transcript or the history), then the same request is made again after a backoff, up to
+        PROVIDER_MAX_RETRIES times; after that the run fails `provider_error` with provider code
+        `empty_response`."""
         self.write_charge(self.call_of(response))
         self.empty_answers += 1
         if self.empty_answers > settings.PROVIDER_MAX_RETRIES:
@@ -283,6 +285,7 @@ class _Loop:
                 f"The provider answered {self.empty_answers} times with neither text nor a tool call.",
                 diagnostics=diagnostics(self.adapter.name, code="empty_response", status=200),
             )
+        release_connection()
         self.sleep(backoff_delay(self.empty_answers - 1, None))
 
     def charge_worst_case(self, plan: bounds.CallPlan, response: ModelResponse) -> None:
@@ -665,9 +668,9 @@ def execute_run(
 
 
 def release_connection() -> None:
-    """Give this thread's database connection back to the pool before a wait on a provider or a
-    tool, so the runs in flight share a few connections (docs/decisions/0005-runs-in-flight.md);
-    the next read takes one again. Inside a transaction (a caller's, a test's) it is kept."""
+    """Give this thread's database connection back to the pool before a wait on a provider or a tool, so
+    the runs in flight share a few connections (docs/decisions/0005-runs-in-flight.md); the next read
+    takes one again. Inside a transaction (a caller's, a test's) it is kept."""
     if not connection.in_atomic_block:
         connection.close()
 

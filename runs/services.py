@@ -105,9 +105,8 @@ class ConversationBusy(Exception):
 
 
 def interactive_limits(agent: Agent) -> RunLimits:
-    """Defaults for an interactive run whose caller gave none (docs/decisions/0001, amendment): the agent's
-    totals,
-    its finite cost limit, and the configured reserves, each kept only below its total."""
+    """Defaults for an interactive run whose caller gave none (docs/decisions/0001, amendment): the
+    agent's totals, its finite cost limit, and the configured reserves, each kept only below its total."""
     base = agent.limits
     if agent.cost_limit is not None and agent.cost_limit < base.max_cost:
         base = base.model_copy(update={"max_cost": agent.cost_limit})
@@ -192,10 +191,9 @@ def create_run(
 
 
 def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | None = None) -> set[int]:
-    """Admission of queued runs (docs/contract.md#schedules), for the tick and for interactive starts alike:
-    each
-    run's max_cost is reserved against its owner's daily and monthly ceilings, in order, and a run
-    that does not fit is failed `admission_denied` (counted like any failure; nothing reserved).
+    """Admission of queued runs (docs/contract.md#schedules), for the tick and for interactive starts
+    alike: each run's max_cost is reserved against its owner's daily and monthly ceilings, in order, and
+    a run that does not fit is failed `admission_denied` (counted like any failure; nothing reserved).
     Returns the ids of the admitted runs. Call it in the transaction that created the runs: if the
     reservations cannot be written, the runs are not either, so none starts without its money."""
     refusals = ledger.reserve_many(requests, now=now)
@@ -285,8 +283,9 @@ def heartbeat(attempt: uuid.UUID | list[uuid.UUID]) -> int:
 
 class _Heart:
     """One thread per process beats for every run in flight in it: one UPDATE per beat whatever
-    their number, on a connection taken from the pool for that statement only. It stops when no
-    run is left and starts again with the next."""
+    their number, on a connection of its own outside the pool, so a pool starved by busy runs
+    can never make a live run look dead. It stops when no run is left and starts again with the
+    next."""
 
     def __init__(self) -> None:
         self.attempts: dict[uuid.UUID, int] = {}  # attempt -> how many holders (a re-entered run)
@@ -309,19 +308,45 @@ class _Heart:
                 self.attempts.pop(attempt, None)
 
     def beat(self) -> None:
-        while True:
-            time.sleep(settings.RUN_HEARTBEAT_SECONDS)
+        conn: Any = None
+        try:
+            while True:
+                time.sleep(settings.RUN_HEARTBEAT_SECONDS)
+                with self.lock:
+                    attempts = list(self.attempts)
+                    if not attempts:
+                        self.thread = None
+                        return
+                try:
+                    conn = conn or _heartbeat_connection()
+                    conn.execute(_HEARTBEAT_SQL, [attempts])
+                except Exception:  # a missed beat is retried; the lease allows several
+                    logger.warning("heartbeat failed for %d run(s)", len(attempts), exc_info=True)
+                    _closed(conn)
+                    conn = None
+        finally:
+            _closed(conn)
             with self.lock:
-                attempts = list(self.attempts)
-                if not attempts:
+                if self.thread is threading.current_thread():
                     self.thread = None
-                    return
-            try:
-                heartbeat(attempts)
-            except Exception:  # a missed beat is retried; the lease allows several
-                logger.warning("heartbeat failed for %d run(s)", len(attempts), exc_info=True)
-            finally:
-                connection.close()  # back to the pool until the next beat
+
+
+_HEARTBEAT_SQL = (
+    f"UPDATE {Run._meta.db_table} SET heartbeat_at = now() "  # noqa: S608 - the table from model metadata
+    "WHERE attempt = ANY(%s::uuid[]) AND status = 'running'"
+)
+
+
+def _heartbeat_connection() -> Any:
+    import psycopg
+
+    return psycopg.connect(**connection.get_connection_params(), autocommit=True)
+
+
+def _closed(conn: Any) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 _heart = _Heart()
@@ -363,11 +388,10 @@ def lost_runs(now: datetime) -> list[Run]:
 def fail_lost_runs(
     *, now: datetime | None = None, still_waiting: Callable[[list[Run]], set[int]] | None = None
 ) -> list[int]:
-    """Fail runs whose worker stopped heartbeating (docs/contract.md#schedules), and queued runs whose task
-    is gone
-    (`still_waiting` names, among the long-queued runs, those whose task is still in the queue
-    behind a backlog; they are left alone). Idempotent; returns the run ids it failed. The
-    failure counts like any other and the reservation is released."""
+    """Fail runs whose worker stopped heartbeating (docs/contract.md#schedules), and queued runs whose
+    task is gone (`still_waiting` names, among the long-queued runs, those whose task is still in the
+    queue behind a backlog; they are left alone). Idempotent; returns the run ids it failed. The failure
+    counts like any other and the reservation is released."""
     now = now or timezone.now()
     silent_since = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
     candidates = lost_runs(now)

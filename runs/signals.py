@@ -1,8 +1,9 @@
-"""`run_claimed` is sent inside the transaction that claims a queued run, `run_finished` inside
-the transaction that writes a run's terminal state.
+"""`run_claimed` is sent inside the transaction that claims a queued run, `run_finished` inside the
+transaction that writes a run's terminal state.
 
 Receivers write in that same transaction: the schedules app records the occurrence outcome and
-`schedule.run_accounted` there (docs/contract.md#schedules), without the run layer knowing schedules exist.
+`schedule.run_accounted` there (docs/contract.md#schedules), without the run layer knowing schedules
+exist.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from schedules.notifications import (  # the pause notices' channels and outbox,
     WEBHOOK_TIMEOUT_SECONDS,
     Notice,
     drain_outbox,
+    recorder,
     send_email,
     send_webhook,
     settings_for,
@@ -176,7 +177,7 @@ def deliver_completion_notice(
         .values_list("channel", flat=True)
     )
     made: list[NotificationAttempt] = []
-    record = _recorder(row, made)
+    record = recorder(row.owner_id, row.schedule_id, made, completion_notice=row)
     notice = completion_message(row, include_answer=channels.webhook_content)
     if email and NotificationAttempt.Channel.EMAIL not in done:
         send_email(row.owner, notice, record)
@@ -188,27 +189,6 @@ def deliver_completion_notice(
             if client is None:
                 http.close()
     return made
-
-
-def _recorder(row: CompletionNotice, made: list[NotificationAttempt]) -> Callable[..., NotificationAttempt]:
-    def record(
-        channel: str, outcome: str, *, attempt: int = 1, status: int | None = None, detail: str = ""
-    ) -> NotificationAttempt:
-        attempt_row = NotificationAttempt.objects.create(
-            owner_id=row.owner_id,
-            schedule_id=row.schedule_id,
-            completion_notice=row,
-            channel=channel,
-            attempt=attempt,
-            outcome=outcome,
-            http_status=status,
-            detail=detail[:300],
-            created_at=timezone.now(),
-        )
-        made.append(attempt_row)
-        return attempt_row
-
-    return record
 
 
 # -- the message ----------------------------------------------------------------------------------

@@ -451,10 +451,9 @@ class RevisionRequestQuerySet(models.QuerySet["RevisionRequest"]):
 
 class RevisionRequest(models.Model):
     """An owner's request for different limits (docs/contract.md#conversations): the complete limits and
-    failure limit
-    they suggest and why. Owners cannot change limits (docs/decisions/0002, point 4); an admin with the pin
-    permission decides: pin (an explicit revision that records this request) or decline, with a
-    reason. One open request per schedule.
+    failure limit they suggest and why. Owners cannot change limits (docs/decisions/0002, point 4); an
+    admin with the pin permission decides: pin (an explicit revision that records this request) or
+    decline, with a reason. One open request per schedule.
 
     A decided request is also the outbox of its decision notice, as a self-pause is of its own:
     `notified_at` stays null until the notice went out on every channel the owner enabled.

@@ -310,7 +310,11 @@ def _deliver(
 ) -> list[NotificationAttempt]:
     channels = settings_for(owner.pk)
     made: list[NotificationAttempt] = []
-    record = _recorder(owner.pk, event, made)
+    record = (
+        recorder(owner.pk, event.schedule_id, made, pause_event=event)
+        if event
+        else recorder(owner.pk, None, made)
+    )
     if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in skip:
         send_email(owner, notice, record)
     if channels.webhook_active and NotificationAttempt.Channel.WEBHOOK not in skip:
@@ -327,23 +331,28 @@ def _deliver(
 Record = Callable[..., NotificationAttempt]
 
 
-def _recorder(owner_id: int, event: PauseEvent | None, attempts: list[NotificationAttempt]) -> Record:
+def recorder(
+    owner_id: int, schedule_id: int | None, made: list[NotificationAttempt], **notice: Any
+) -> Record:
+    """Records every attempt of one notice, content-free, against the row it is about
+    (`pause_event=`, `revision_request=` or `completion_notice=`; none: a test notice)."""
+
     def record(
         channel: str, outcome: str, *, attempt: int = 1, status: int | None = None, detail: str = ""
     ) -> NotificationAttempt:
         row = NotificationAttempt.objects.create(
             owner_id=owner_id,
-            schedule_id=event.schedule_id if event else None,
-            pause_event=event,
+            schedule_id=schedule_id,
             channel=channel,
             attempt=attempt,
             outcome=outcome,
             http_status=status,
             detail=detail[:300],
-            is_test=event is None,
+            is_test=not notice,
             created_at=timezone.now(),
+            **notice,
         )
-        attempts.append(row)
+        made.append(row)
         return row
 
     return record
@@ -547,23 +556,7 @@ def deliver_decision_notice(
     )
     channels = settings_for(owner.pk)
     made: list[NotificationAttempt] = []
-
-    def record(
-        channel: str, outcome: str, *, attempt: int = 1, status: int | None = None, detail: str = ""
-    ) -> NotificationAttempt:
-        row = NotificationAttempt.objects.create(
-            owner_id=owner.pk,
-            schedule_id=request.schedule_id,
-            revision_request=request,
-            channel=channel,
-            attempt=attempt,
-            outcome=outcome,
-            http_status=status,
-            detail=detail[:300],
-            created_at=timezone.now(),
-        )
-        made.append(row)
-        return row
+    record = recorder(owner.pk, request.schedule_id, made, revision_request=request)
 
     if channels.email_enabled and NotificationAttempt.Channel.EMAIL not in done:
         send_email(owner, notice, record)

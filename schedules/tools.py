@@ -1,5 +1,5 @@
-"""schedule.create and schedule.update as chat tools. They call the same services as the
-dashboard and the API; the agent can never pass limits (docs/decisions/0002, point 4)."""
+"""schedule.create and schedule.update as chat tools. They call the same services as the dashboard and
+the API; the agent can never pass limits (docs/decisions/0002, point 4)."""
 
 from __future__ import annotations
 

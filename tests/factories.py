@@ -69,9 +69,9 @@ def make_agent(
     prices: dict[str, str] | None = None,
     **limit_overrides: Any,
 ) -> Agent:
-    """An agent with its own input and output prices (USD per million tokens), or `prices` by
-    kind (`{}`: the price catalogue's, for a model it knows). sim-expensive gets the demo's dear
-    output price, at which its calls cost about USD 0.60 (docs/contract.md#the-simulated-provider)."""
+    """An agent with its own input and output prices (USD per million tokens), or `prices` by kind (`{}`:
+    the price catalogue's, for a model it knows). sim-expensive gets the demo's dear output price, at
+    which its calls cost about USD 0.60 (docs/contract.md#the-simulated-provider)."""
     if prices is None and model == "sim-expensive":
         from runs.providers.simulated import EXPENSIVE_PRICES
 

@@ -1,6 +1,6 @@
-"""The design lives in the repository: every reference in code and templates names a file of
-docs/ (and a heading that exists), never a document outside the repository; and the ledger and
-the spend rollups are written by the accounting app alone."""
+"""The design lives in the repository: every reference in code and templates names a file of docs/ (and a
+heading that exists), never a document outside the repository; and the ledger and the spend rollups are
+written by the accounting app alone."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from runs import outbound
 from runs.models import Agent, api_key_setting_problem
 from runs.providers.anthropic import AnthropicAdapter
 from runs.providers.base import Adapter, ModelRequest, ModelResponse, ProviderError, diagnostics
-from runs.providers.gate import gate_for
+from runs.providers.gate import Passage, gate_for
 from runs.providers.openai import OpenAIAdapter
 from runs.providers.retry import backoff_delay, with_retries
 from runs.providers.simulated import transport as simulator_transport
@@ -65,6 +65,11 @@ def adapter_for(agent: Agent, client: httpx.Client) -> Adapter:
     return OpenAIAdapter(client, name=agent.provider, base_url=base_url, api_key=api_key)
 
 
+# What `before_attempt` is called with when the request waited at its provider's gate (a rate
+# limit another run met, or every slot taken): the caller checks Stop and its deadline again.
+GATE_WAITED = -1
+
+
 def call_with_retries(
     adapter: Adapter,
     request: ModelRequest,
@@ -79,34 +84,32 @@ def call_with_retries(
     `before_attempt` lets the run loop check for cancellation between attempts, and after a
     wait its provider's gate imposed (a rate limit another run met: runs.providers.gate).
     """
-    gate = gate_for(adapter.name, getattr(adapter, "base_url", "") or "")
-    paused = False  # the last pause already waited out the gate
+    gate = gate_for(adapter.name, getattr(adapter, "base_url", "") or "", getattr(adapter, "gate_key", ""))
+    passage = Passage(gate, sleep, lambda: before_attempt(GATE_WAITED) if before_attempt else None)
+    attempts = 0
 
     def attempt() -> ModelResponse:
-        nonlocal paused
-        if not paused and gate.wait(sleep) and before_attempt is not None:
-            before_attempt(1)  # held back by another run's rate limit: checked again before sending
-        paused = False
-        with gate.slot():
-            return adapter.complete(request)
-
-    def on_error(error: ProviderError, attempt: int, final: bool) -> None:
-        if error.diagnostics.http_status == 429 and not final:  # the provider's limit: all its runs wait
-            gate.hold(error.retry_after or backoff_delay(attempt, None))
-
-    def pause(seconds: float) -> None:
-        """This run's backoff, or the provider's hold if that ends later: one sleep."""
-        nonlocal paused
-        sleep(max(seconds, gate.resume_at - time.monotonic()))
-        paused = True
+        nonlocal attempts
+        attempts += 1
+        with passage.open():
+            try:
+                return adapter.complete(request)
+            except ProviderError as error:
+                if error.diagnostics.http_status == 429:  # the provider's limit: all its runs wait
+                    gate.hold(error.retry_after or backoff_delay(attempts - 1, None))
+                raise
 
     return with_retries(
-        attempt,
-        retries=settings.PROVIDER_MAX_RETRIES,
-        sleep=pause,
-        before_attempt=before_attempt,
-        on_error=on_error,
+        attempt, retries=settings.PROVIDER_MAX_RETRIES, sleep=passage.pause, before_attempt=before_attempt
     )
 
 
-__all__ = ["Adapter", "ProviderError", "adapter_for", "backoff_delay", "call_with_retries", "client_for"]
+__all__ = [
+    "GATE_WAITED",
+    "Adapter",
+    "ProviderError",
+    "adapter_for",
+    "backoff_delay",
+    "call_with_retries",
+    "client_for",
+]

@@ -71,19 +71,19 @@ class ModelRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    # The volatile, platform-trusted synthesis instruction (docs/decisions/0001, point 2). Adapters put it
-    # in a system/developer position of this one request; it is never part of `messages`.
+    # The volatile, platform-trusted synthesis instruction (docs/decisions/0001, point 2). Adapters put
+    # it in a system/developer position of this one request; it is never part of `messages`.
     synthesis_instruction: str | None = None
-    # The output cap on the wire (max_tokens / max_completion_tokens): at most MAX_OUTPUT_TOKENS,
-    # less when the dollars left pay for less (docs/contract.md#bounded-before-the-call).
+    # The output cap on the wire (max_tokens / max_completion_tokens): at most MAX_OUTPUT_TOKENS, less
+    # when the dollars left pay for less (docs/contract.md#bounded-before-the-call).
     max_output_tokens: int = 4096
 
 
 @dataclass(frozen=True)
 class Usage:
     """What one call used, by the kinds providers bill apart (docs/contract.md#usage-by-kind).
-    `input_tokens` is all input, and the cache counts are parts of it; `output_tokens` is all
-    output, reasoning included. `reported_cost`: what the provider says it charged (OpenRouter)."""
+    `input_tokens` is all input, and the cache counts are parts of it; `output_tokens` is all output,
+    reasoning included. `reported_cost`: what the provider says it charged (OpenRouter)."""
 
     input_tokens: int
     output_tokens: int

@@ -31,6 +31,12 @@ class HttpAdapter:
         self.url = self.base_url + self.path
         self._api_key = api_key
 
+    @property
+    def gate_key(self) -> str:
+        """Which rate limit this adapter's requests count against: its provider's, per key
+        (runs.providers.gate hashes it; the key itself never leaves this object)."""
+        return self._api_key
+
     def headers(self) -> dict[str, str]:
         raise NotImplementedError
 

@@ -1,7 +1,6 @@
 """The conversation routes of docs/contract.md#json-api and #conversations, registered on the one API
-(schedules.api.routes):
-the same auth, scopes, rate limit, body cap and error shape. Conversations and runs are their
-owner's only: anyone else's answers 404, admins included.
+(schedules.api.routes): the same auth, scopes, rate limit, body cap and error shape. Conversations and
+runs are their owner's only: anyone else's answers 404, admins included.
 
 A message never waits on the provider: the handler queues the run (reservation and django-q2
 task in the same transaction) and answers 201/202 with it `queued`; poll the conversation or

@@ -1,4 +1,5 @@
-"""Every API error is one JSON shape: {"error": {"code", "message", "fields"}} (docs/contract.md#json-api).
+"""Every API error is one JSON shape: {"error": {"code", "message", "fields"}}
+(docs/contract.md#json-api).
 
 One handler, registered for Exception, replaces all of django-ninja's defaults, so an error
 raised anywhere in a request, by ninja (validation, authentication), Django (404, permission,

@@ -1,5 +1,5 @@
-"""The JSON representations of docs/contract.md#json-api, as pydantic models, and how each is made from the
-rows.
+"""The JSON representations of docs/contract.md#json-api, as pydantic models, and how each is made from
+the rows.
 
 Field names are part of the contract. Money is a decimal string ("5.00"); times are ISO 8601 with
 an offset. Request bodies are not here: they are the shared models of schedules.schemas.
@@ -83,9 +83,9 @@ class Error(Out):
 
 
 class Limits(RunLimits):
-    """All the RunLimits fields, as pinned (docs/contract.md#run-limits): the domain's own model, documented
-    as it
-    serializes (money as decimal strings), so a field added to RunLimits appears here too."""
+    """All the RunLimits fields, as pinned (docs/contract.md#run-limits): the domain's own model,
+    documented as it serializes (money as decimal strings), so a field added to RunLimits appears here
+    too."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_mode_override="serialization")
 

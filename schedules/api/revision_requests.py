@@ -1,7 +1,6 @@
-"""The revision-request routes of docs/contract.md#json-api: an owner asks for new limits on their schedule;
-an admin
-(a `pin_revision` token whose user has the pin permission) lists the open requests, oldest first,
-and decides each: pin (the explicit revision, which records the request) or decline.
+"""The revision-request routes of docs/contract.md#json-api: an owner asks for new limits on their
+schedule; an admin (a `pin_revision` token whose user has the pin permission) lists the open requests,
+oldest first, and decides each: pin (the explicit revision, which records the request) or decline.
 
 Registered on the one `api` of schedules.api.routes; handlers parse, check scope and ownership,
 call one service and render, like every other route.

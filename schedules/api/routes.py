@@ -1,6 +1,5 @@
-"""The routes of docs/contract.md#json-api. Each handler parses input, checks scope and ownership, calls one
-service
-and renders: no transition is implemented here."""
+"""The routes of docs/contract.md#json-api. Each handler parses input, checks scope and ownership, calls
+one service and renders: no transition is implemented here."""
 
 from __future__ import annotations
 
@@ -93,8 +92,8 @@ EVENTS = Ordering(("created_at", "datetime"), ("id", "int"))
 
 
 def is_admin(user: User) -> bool:
-    """docs/contract.md#people-and-permissions: an admin is staff with the pin permission, and may act on any
-    schedule."""
+    """docs/contract.md#people-and-permissions: an admin is staff with the pin permission, and may act on
+    any schedule."""
     return user.is_staff and user.has_perm(services.PIN_PERMISSION)
 
 

@@ -1,7 +1,6 @@
 """The owner's request for new limits (docs/contract.md#conversations): owners cannot change limits
-(docs/decisions/0002
-decision 4), so the page prefills a request from the recent runs' usage, shows what the proposed
-limits would have done to those runs, and sends it to the admins, who decide."""
+(docs/decisions/0002 decision 4), so the page prefills a request from the recent runs' usage, shows what
+the proposed limits would have done to those runs, and sends it to the admins, who decide."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""docs/decisions/0001, point 1: positive reserves are an execution contract for every run kind; the limits
-are persisted on every run whatever its kind, and all-zero reserves preserve the old behaviour."""
+"""docs/decisions/0001, point 1: positive reserves are an execution contract for every run kind; the
+limits are persisted on every run whatever its kind, and all-zero reserves preserve the old behaviour."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """docs/decisions/0001, point 4: schedule revisions opt in by pinning positive reserves in their existing
-RunLimits; materialization copies the complete limits value and needs no new run kind, column,
-event, route or migration."""
+RunLimits; materialization copies the complete limits value and needs no new run kind, column, event,
+route or migration."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """docs/decisions/0002, point 1: schedule.create pins max_consecutive_failures = 2. One failed occurrence
-is tolerated; the second consecutive failure pauses the schedule. Counting, reset and the
-failure-limit pause are unchanged."""
+is tolerated; the second consecutive failure pauses the schedule. Counting, reset and the failure-limit
+pause are unchanged."""
 
 from __future__ import annotations
 

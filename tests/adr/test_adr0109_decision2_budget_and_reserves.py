@@ -1,5 +1,5 @@
-"""docs/decisions/0002, point 2: cost = min(agent's finite cost or USD 5, the schedule cost ceiling), with
-reserves of 2 steps, 2 model calls and USD 1, each kept only when strictly below its total, so a
+"""docs/decisions/0002, point 2: cost = min(agent's finite cost or USD 5, the schedule cost ceiling),
+with reserves of 2 steps, 2 model calls and USD 1, each kept only when strictly below its total, so a
 research run that approaches its budget writes its answer instead of failing."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """docs/decisions/0002, point 3: schedule.run_accounted carries failure: null unless the run failed,
-otherwise its reason, error class and whichever sanitized diagnostics the run recorded. The
-failure message and every other detail stay with the run, and the event outlives it."""
+otherwise its reason, error class and whichever sanitized diagnostics the run recorded. The failure
+message and every other detail stay with the run, and the event outlives it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""docs/decisions/0002, point 4: existing revisions keep their pinned values; schedule.update cannot change
-limits or the failure limit, so an existing schedule adopts new values only through an explicit
+"""docs/decisions/0002, point 4: existing revisions keep their pinned values; schedule.update cannot
+change limits or the failure limit, so an existing schedule adopts new values only through an explicit
 revision from an authorized client, which governs occurrences materialized after it."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The story behind docs/decisions/0002, end to end: a briefing fails on two consecutive mornings for
-different reasons — its budget runs out before synthesis, then the provider answers 529. The
-first failure is tolerated, the second pauses it; resume keeps the count; a completed run resets
-it; and every event is still diagnosable after the conversations are deleted."""
+different reasons — its budget runs out before synthesis, then the provider answers 529. The first
+failure is tolerated, the second pauses it; resume keeps the count; a completed run resets it; and every
+event is still diagnosable after the conversations are deleted."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """docs/decisions/0002, point 4 through the API: an existing schedule adopts new limits only through an
-explicit revision from an authorized API client. It governs occurrences materialized after it;
-runs already materialized keep the limits they copied; earlier revisions stay byte for byte."""
+explicit revision from an authorized API client. It governs occurrences materialized after it; runs
+already materialized keep the limits they copied; earlier revisions stay byte for byte."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The conversation routes (docs/contract.md#json-api and #conversations): start, send, read, list, cancel;
-every refusal in the
-API's error shape, and nothing half-written."""
+"""The conversation routes (docs/contract.md#json-api and #conversations): start, send, read, list,
+cancel; every refusal in the API's error shape, and nothing half-written."""
 
 from __future__ import annotations
 

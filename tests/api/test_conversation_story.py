@@ -1,6 +1,6 @@
-"""The issue's story through the API: the owner asks for a weekday briefing, the assistant
-creates it through the real run loop with the docs/decisions/0002 policy pinned, the revision says it came
-from chat and names the conversation; then a USD 20 budget is asked for and refused."""
+"""The issue's story through the API: the owner asks for a weekday briefing, the assistant creates it
+through the real run loop with the docs/decisions/0002 policy pinned, the revision says it came from chat
+and names the conversation; then a USD 20 budget is asked for and refused."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""docs/contract.md#json-api's revision-request routes: the owner asks (`write`), admins list the queue and
-decide
-(`pin_revision` and the pin permission). Every response is checked against the served schema."""
+"""docs/contract.md#json-api's revision-request routes: the owner asks (`write`), admins list the queue
+and decide (`pin_revision` and the pin permission). Every response is checked against the served schema."""
 
 from __future__ import annotations
 

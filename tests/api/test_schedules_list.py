@@ -42,7 +42,8 @@ REVISION_FIELDS = {
     "run_at",
     "limits",
     "max_consecutive_failures",
-    # docs/contract.md#conversations: where a revision came from, and the conversation of one written in chat.
+    # docs/contract.md#conversations: where a revision came from, and the conversation of one written in
+    # chat.
     "via",
     "conversation_id",
 }

@@ -1,5 +1,5 @@
-"""Error responses as real providers, routers, self-hosted servers and the proxies in front of them
-send them, each with where it was recorded and what a run must make of it
+"""Error responses as real providers, routers, self-hosted servers and the proxies in front of them send
+them, each with where it was recorded and what a run must make of it
 (docs/contract.md#providers-and-failures).
 
 Bodies are copied from the cited page, fixture or bug report; where a report shows only the message,
@@ -1119,8 +1119,8 @@ CASES: list[Case] = [
         message="Model is overloaded",
     ),
     permanent(
-        # TGI answers a failed generation with 424; by docs/contract.md#providers-and-failures any other 4xx
-        # is permanent.
+        # TGI answers a failed generation with 424; by docs/contract.md#providers-and-failures any other
+        # 4xx is permanent.
         name="tgi 424 generation error",
         source="huggingface/text-generation-inference router/src/server.rs (InferError::GenerationError -> "
         "FAILED_DEPENDENCY)",

@@ -1,8 +1,7 @@
-"""docs/contract.md#providers-and-failures: provider failures are classified on structured fields only, in
-the order no response ->
-x-should-retry -> HTTP status -> error.type / error.code; transient ones are retried a bounded number
-of times honouring Retry-After, permanent ones never; the run records sanitized diagnostics and
-never a secret. Every row runs a real run through the OpenAI and the Anthropic adapter."""
+"""docs/contract.md#providers-and-failures: provider failures are classified on structured fields only,
+in the order no response -> x-should-retry -> HTTP status -> error.type / error.code; transient ones are
+retried a bounded number of times honouring Retry-After, permanent ones never; the run records sanitized
+diagnostics and never a secret. Every row runs a real run through the OpenAI and the Anthropic adapter."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Sending a message (docs/contract.md#conversations): one transaction writes the conversation, the run, its
-first
-transcript entry, its reservation and its task, or nothing at all."""
+"""Sending a message (docs/contract.md#conversations): one transaction writes the conversation, the run,
+its first transcript entry, its reservation and its task, or nothing at all."""
 
 from __future__ import annotations
 

@@ -229,9 +229,8 @@ def _expected_cap(
     max_cost: Decimal, spent: Decimal, input_bound: int, input_rate: str, output_rate: str
 ) -> int:
     """The contract's cap (docs/contract.md#bounded-before-the-call), by its words: the dollars remaining
-    (less the micro-dollar a charge may round up
-    by), less the input bound at the dearest input rate, paid in output tokens; at most the
-    model's MAX_OUTPUT_TOKENS."""
+    (less the micro-dollar a charge may round up by), less the input bound at the dearest input rate,
+    paid in output tokens; at most the model's MAX_OUTPUT_TOKENS."""
     left = max_cost - spent - Decimal("0.000001") - Decimal(input_bound) * Decimal(input_rate) / MILLION
     by_dollars = int((left * MILLION / Decimal(output_rate)).to_integral_value(rounding=ROUND_FLOOR))
     return min(by_dollars, settings.MAX_OUTPUT_TOKENS)

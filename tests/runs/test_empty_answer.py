@@ -1,9 +1,8 @@
-"""An empty answer is not an answer (docs/contract.md#the-run-loop, rule 7, amended): a response with neither
-text nor
-tool calls is a transient provider defect, `provider_error` with provider code `empty_response`,
-charged for its usage and retried like any transient error. A small model behind an
-OpenAI-compatible server (llama.cpp) answered that way and the run was once recorded `completed`,
-with nothing for the owner to read.
+"""An empty answer is not an answer (docs/contract.md#the-run-loop, rule 7, amended): a response with
+neither text nor tool calls is a transient provider defect, `provider_error` with provider code
+`empty_response`, charged for its usage and retried like any transient error. A small model behind an
+OpenAI-compatible server (llama.cpp) answered that way and the run was once recorded `completed`, with
+nothing for the owner to read.
 
 The server here is a real HTTP server on localhost speaking llama.cpp's `/v1/chat/completions`
 shape (its response carries `timings` and a `system_fingerprint`; the empty message has

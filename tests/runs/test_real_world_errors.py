@@ -1,8 +1,7 @@
 """docs/contract.md#providers-and-failures against the world: every recorded error response of
-provider_error_cases.py replayed
-through the real adapter and the run loop's retry policy. The run is classified, retried the stated
-number of times (waiting what a Retry-After asks), records the stated diagnostics, and keeps a
-readable provider message, never a whole HTML page."""
+provider_error_cases.py replayed through the real adapter and the run loop's retry policy. The run is
+classified, retried the stated number of times (waiting what a Retry-After asks), records the stated
+diagnostics, and keeps a readable provider message, never a whole HTML page."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The simulated provider end to end over real HTTP: served by a live test server at
-/simulator/v1/chat/completions and reached through the same OpenAI-compatible adapter and httpx
-client as a real provider. Each scripted model of docs/contract.md#the-simulated-provider behaves as
-described."""
+/simulator/v1/chat/completions and reached through the same OpenAI-compatible adapter and httpx client as
+a real provider. Each scripted model of docs/contract.md#the-simulated-provider behaves as described."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""docs/decisions/0001 (as amended by docs/decisions/0001, amendment): synthesis reserves for every run kind,
-the volatile
-platform-trusted instruction, failing closed on tool calls inside the reserve, and the tool-call
-budget that owes one synthesis-only turn. Every run goes through the real adapters."""
+"""docs/decisions/0001 (as amended by docs/decisions/0001, amendment): synthesis reserves for every run
+kind, the volatile platform-trusted instruction, failing closed on tool calls inside the reserve, and the
+tool-call budget that owes one synthesis-only turn. Every run goes through the real adapters."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The least-privilege grants are enough for what each role really does (docs/contract.md#database-roles):
-the tests
-run the web's and the scheduler's writes under a role that has only the printed grants."""
+"""The least-privilege grants are enough for what each role really does
+(docs/contract.md#database-roles): the tests run the web's and the scheduler's writes under a role that
+has only the printed grants."""
 
 from __future__ import annotations
 

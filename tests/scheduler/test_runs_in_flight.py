@@ -1,6 +1,6 @@
 """Many runs in flight in one worker (docs/decisions/0005-runs-in-flight.md): on a real django-q2
-cluster, each guarantee of the run loop with dozens to a hundred runs waiting on the provider
-at once; and in-process, the fair claim order and the provider gate shared between threads."""
+cluster, each guarantee of the run loop with dozens to a hundred runs waiting on the provider at once;
+and in-process, the fair claim order and the provider gate shared between threads."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from accounting import ledger
 from accounting.models import AccountingEvent, LedgerEntry
 from runs import inflight
 from runs.models import Run
-from runs.providers import call_with_retries
-from runs.providers.base import Message, ModelRequest
+from runs.providers import GATE_WAITED, call_with_retries
+from runs.providers.base import Message, ModelRequest, ProviderError
 from runs.providers.openai import OpenAIAdapter
 from runs.services import cancel_run, claim_run
 from schedules import execution
@@ -352,3 +352,80 @@ def test_requests_to_one_provider_are_capped_per_worker(settings):
     for thread in threads:
         thread.join(timeout=10)
     assert peak == 3
+
+
+def test_a_run_stopped_while_it_queues_for_a_provider_slot_sends_nothing(settings):
+    settings.PROVIDER_CONCURRENCY_PER_WORKER = 1
+    requests: list[float] = []
+    inside = threading.Event()
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        requests.append(time.monotonic())
+        inside.set()
+        time.sleep(0.5)
+        return httpx.Response(200, json=_OK)
+
+    url = f"https://one-slot-{time.monotonic_ns()}.example/v1"
+    adapter = OpenAIAdapter(
+        httpx.Client(transport=httpx.MockTransport(provider)), name="openai", base_url=url, api_key="sk-test"
+    )
+    first = threading.Thread(target=call_with_retries, args=(adapter, _request()))
+    first.start()
+    inside.wait(timeout=5)
+
+    class Stopped(Exception):
+        pass
+
+    def stopped_meanwhile(attempt: int) -> None:
+        if attempt == GATE_WAITED:  # Stop was pressed while it queued for the slot
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        call_with_retries(adapter, _request(), before_attempt=stopped_meanwhile)
+    first.join(timeout=5)
+    assert len(requests) == 1  # the stopped run sent nothing
+
+
+def test_a_rate_limit_on_one_key_does_not_hold_back_another_keys_runs(settings):
+    settings.PROVIDER_MAX_RETRIES = 0
+    sent: list[str] = []
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        key = request.headers["authorization"]
+        sent.append(key)
+        if key.endswith("limited"):
+            return httpx.Response(
+                429, headers={"retry-after": "30"}, json={"error": {"message": "Rate limit"}}
+            )
+        return httpx.Response(200, json=_OK)
+
+    url = f"https://per-key-{time.monotonic_ns()}.example/v1"
+    client = httpx.Client(transport=httpx.MockTransport(provider))
+    limited = OpenAIAdapter(client, name="openai", base_url=url, api_key="sk-limited")
+    other = OpenAIAdapter(client, name="openai", base_url=url, api_key="sk-other")
+    with pytest.raises(ProviderError):
+        call_with_retries(limited, _request())
+    sleeps: list[float] = []
+    call_with_retries(other, _request(), sleep=sleeps.append)
+    assert sleeps == [] and sent[-1].endswith("other")  # sent at once, not after the 30 s hold
+    with pytest.raises(ProviderError):
+        call_with_retries(limited, _request(), sleep=sleeps.append)
+    assert sleeps and sleeps[0] > 25  # the limited key's next request waits out its hold
+
+
+def test_a_turn_that_fails_after_taking_its_task_hands_a_new_one_to_the_queue(owner, monkeypatch):
+    agent = make_agent(model="sim-research")
+    start_interactive_run(owner.pk, agent, "Research.")
+    handed_back: list[bool] = []
+
+    def broken() -> Run | None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(inflight, "claim_next", broken)
+    assert inflight.take_turn(again=lambda: handed_back.append(True)) == []
+    assert handed_back == [True]  # the queued run still has a task
+    slots = inflight.flights().slots
+    taken = [slots.acquire(blocking=False) for _ in range(inflight.CLAIMS_PER_TURN)]
+    assert all(taken)  # every slot the turn held was given back
+    for _ in taken:
+        slots.release()

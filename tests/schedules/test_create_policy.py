@@ -1,5 +1,5 @@
-"""schedule.create pins a failure limit of 2, a cost of min(agent or USD 5, ceiling) and reserves
-of 2 steps, 2 model calls and USD 1, each kept only when strictly below its total (docs/decisions/0002)."""
+"""schedule.create pins a failure limit of 2, a cost of min(agent or USD 5, ceiling) and reserves of 2
+steps, 2 model calls and USD 1, each kept only when strictly below its total (docs/decisions/0002)."""
 
 from __future__ import annotations
 

@@ -233,9 +233,8 @@ def cronsims(expression: str, zone: str, after: datetime, count: int = FIRES) ->
 def cronsims_by_the_wall_clock(
     expression: str, zone: str, after: datetime
 ) -> tuple[list[datetime], datetime]:
-    """docs/contract.md#schedules applied to the wall times cronsim matches (naive, no DST): the first FIRES
-    fires
-    after `after`, and the instant up to which they are all there is."""
+    """docs/contract.md#schedules applied to the wall times cronsim matches (naive, no DST): the first
+    FIRES fires after `after`, and the instant up to which they are all there is."""
     walls = CronSim(expression, after.astimezone(zoneinfo.ZoneInfo(zone)).replace(tzinfo=None))
     fires: list[datetime] = []
     wall = after.replace(tzinfo=None)

@@ -1,7 +1,6 @@
-"""docs/contract.md#schedules's cron grammar as one table: Vixie five-field cron as Debian cron and cronsim
-read it.
-Accepted expressions with their first fires (checked against cronsim by hand and, at random, by
-test_cron_differential.py), and refused ones with the reason the owner is shown."""
+"""docs/contract.md#schedules's cron grammar as one table: Vixie five-field cron as Debian cron and
+cronsim read it. Accepted expressions with their first fires (checked against cronsim by hand and, at
+random, by test_cron_differential.py), and refused ones with the reason the owner is shown."""
 
 from __future__ import annotations
 

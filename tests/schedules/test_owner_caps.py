@@ -1,7 +1,6 @@
-"""Per-owner caps (docs/contract.md#schedules, amended): at most MAX_ACTIVE_SCHEDULES active schedules per
-owner, and
-a schedule made in chat fires at most every CHAT_MIN_INTERVAL_MINUTES. A model could once create
-`* * * * *` schedules, any number of them. Both caps have per-owner overrides in the admin; the
+"""Per-owner caps (docs/contract.md#schedules, amended): at most MAX_ACTIVE_SCHEDULES active schedules
+per owner, and a schedule made in chat fires at most every CHAT_MIN_INTERVAL_MINUTES. A model could once
+create `* * * * *` schedules, any number of them. Both caps have per-owner overrides in the admin; the
 owner's own dashboard and API keep cron's one-minute granularity."""
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Revision requests (docs/contract.md#conversations): the owner asks for limits, an admin pins them as an
-explicit
-revision that records the request, or declines with a reason. Each decision is one transaction
-with its event row; decided twice at once, one decision stands. The suggestion and the replay
+"""Revision requests (docs/contract.md#conversations): the owner asks for limits, an admin pins them as
+an explicit revision that records the request, or declines with a reason. Each decision is one
+transaction with its event row; decided twice at once, one decision stands. The suggestion and the replay
 are checked against what the simulated provider really does under the new limits."""
 
 from __future__ import annotations
