@@ -12,7 +12,6 @@ answer completes the run.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from accounting import ledger
@@ -53,7 +51,7 @@ from runs.providers.base import (
     ToolSpec,
     diagnostics,
 )
-from runs.signals import late_usage_recorded
+from runs.steps import write_step
 from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
 
 logger = logging.getLogger(__name__)
@@ -315,7 +313,7 @@ class _Loop:
     def write_charge(self, call: ledger.Call) -> None:
         """A charged call that adds nothing to the transcript: its ledger entry and the counters
         (with any tool results not yet written), in the step's one statement."""
-        if not _write_step(self, call, 0, self.unwritten):
+        if not write_step(self.run, self.attempt, self.ancestors, call, 0, self.unwritten):
             raise _Stopped  # the late usage is recorded
         self.unwritten = []
         self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
@@ -327,10 +325,10 @@ class _Loop:
     def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
         """Ledger entry and rollups, counters of this run and its ancestors (with the tool calls
         about to run), and the transcript up to this response, all at once: one statement and one
-        round trip (`_write_step`).
+        round trip (runs.steps.write_step).
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
-        worker was frozen, or it was cancelled) still cost money: `_write_late_step` records it
+        worker was frozen, or it was cancelled) still cost money: `runs.steps.write_late_step` records it
         against the run, ledger, counters and the schedule layer's event in one transaction, so
         they always agree. Nothing else of it is kept, and the loop stops."""
         call = self.call_of(response)
@@ -349,7 +347,7 @@ class _Loop:
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        on_time = _write_step(self, call, tool_calls, rows)
+        on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows)
         self.unwritten = []
         if not on_time:
             raise _Stopped  # the late usage is recorded
@@ -494,94 +492,6 @@ class _Loop:
             deadline=self.deadline,
             tools_http=self.tools_http,
         )
-
-
-# One step, one statement: the ledger's CTEs, then the counters of the run and its ancestors,
-# then the transcript rows, written only if the run is still this attempt's (`ours`).
-# Everything hangs on `ours`: the run's own counters are updated only while it is still this
-# attempt's (re-checked on the row as it is when the update takes its lock, so a reaper that
-# committed meanwhile wins), and the ledger, rollups, ancestors and transcript are written only
-# if that update was. A late response writes nothing here; _write_late_step records it.
-_STEP_SQL = """
-WITH ours AS (
-    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
-        cost = cost + %s, tool_calls = tool_calls + %s
-    WHERE id = %s AND status = %s AND attempt = %s::uuid
-    RETURNING id
-),
-{ledger},
-ancestors AS (
-    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
-        cost = cost + %s, tool_calls = tool_calls + %s
-    WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM ours)
-    RETURNING 1
-),
-transcript AS (
-    INSERT INTO {transcript} (run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name,
-        is_error, created_at)
-    SELECT %s, t.seq, t.step, t.role, t.content, t.tool_calls::jsonb, t.tool_call_id, t.tool_name,
-        t.is_error, %s
-    FROM unnest(%s::int[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-        %s::bool[]) AS t(seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error)
-    WHERE EXISTS (SELECT 1 FROM ours)
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM ours)
-"""
-
-
-def _write_step(loop: _Loop, call: ledger.Call, tool_calls: int, rows: list[TranscriptEntry]) -> bool:
-    """One step in one statement, if the run is still this attempt's: the ledger's
-    CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows.
-    Autocommit makes the statement its own transaction. Returns whether it was written; a late
-    response writes nothing here (see record_response)."""
-    ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
-    sql = _STEP_SQL.format(
-        ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
-    )
-    params: list[Any] = [call.cost, tool_calls, loop.run.pk, Run.Status.RUNNING, loop.attempt]
-    params += ledger_params
-    params += [call.cost, tool_calls, loop.ancestors]
-    params += [loop.run.pk, call.at]
-    params += [
-        [r.seq for r in rows],
-        [r.step for r in rows],
-        [r.role for r in rows],
-        [r.content for r in rows],
-        [json.dumps(r.tool_calls) for r in rows],
-        [r.tool_call_id for r in rows],
-        [r.tool_name for r in rows],
-        [r.is_error for r in rows],
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        (on_time,) = cursor.fetchone()
-    if not on_time:
-        _write_late_step(loop, call, tool_calls)
-    return bool(on_time)
-
-
-def _write_late_step(loop: _Loop, call: ledger.Call, tool_calls: int) -> None:
-    """A response that arrived after the run stopped being this attempt's (reaped while its
-    worker was frozen, or cancelled) still cost money. In one transaction: its ledger entry and
-    rollups, the counters of the run and its ancestors, and `late_usage_recorded`, with which the
-    schedule layer writes its content-free event; so counters, ledger and accounting events agree
-    whatever happens after. Nothing else of the response is kept."""
-    with transaction.atomic():
-        ledger.record_usage(call)
-        Run.objects.filter(pk__in=[loop.run.pk, *loop.ancestors]).update(**_counters(call.cost, tool_calls))
-        loop.run.refresh_from_db()
-        late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": call.cost}
-        late_usage_recorded.send(sender=Run, run=loop.run, usage=late)
-
-
-def _counters(cost: Decimal, tool_calls: int) -> dict[str, Any]:
-    return {
-        "steps": F("steps") + 1,
-        "model_calls": F("model_calls") + 1,
-        "cost": F("cost") + cost,
-        "tool_calls": F("tool_calls") + tool_calls,
-    }
 
 
 def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:

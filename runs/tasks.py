@@ -24,7 +24,11 @@ MESSAGE_TASK = "runs.tasks.run_message"
 
 class BufferedOrmBroker(ORM):  # type: ignore[misc]
     """django-q2's ORM broker, keeping the packages async_task signs so a caller inserts all its
-    tasks with one statement, in its own transaction."""
+    tasks with one statement, in its own transaction. Tasks are still made by django-q2's own
+    `async_task` (signing, naming, grouping); only the write is ours, in `flush`, because the tick
+    enqueues a whole batch inside the transaction that holds its owners' budget rows: measured on
+    embedded PostgreSQL 18, 1,000 tasks take 433 ms through the ORM broker's one INSERT each and
+    108 ms as one INSERT (4x; 100 tasks: 41 against 6 ms), lock time every other admission waits."""
 
     def __init__(self) -> None:
         super().__init__()

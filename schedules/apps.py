@@ -41,7 +41,7 @@ def _record_run_outcome(sender: Any, run: Any, **kwargs: Any) -> None:
 
 
 def _queue_completion_notice(sender: Any, run: Any, **kwargs: Any) -> None:
-    from schedules.completions import queue_completion_notice
+    from schedules.notices import completed
 
     if (
         run.status != "completed"
@@ -49,7 +49,7 @@ def _queue_completion_notice(sender: Any, run: Any, **kwargs: Any) -> None:
         or "occurrence_id" not in run.conversation.metadata
     ):
         return  # only a scheduled occurrence's completed run is announced
-    queue_completion_notice(run)
+    completed.queue(run)
 
 
 def _record_late_usage(sender: Any, run: Any, usage: dict[str, Any], **kwargs: Any) -> None:

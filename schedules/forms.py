@@ -5,6 +5,7 @@ The Django fields here only carry values and widgets."""
 from __future__ import annotations
 
 import zoneinfo
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -57,6 +58,14 @@ class PydanticForm(forms.Form):
         for name, message in fields.items():
             target = name.removeprefix("limits.")
             self.add_error(target if target in self.fields else None, message)
+
+    def parse(self, parser: Callable[[Any], Any], data: Any) -> None:
+        """`parsed`, through the validator every surface shares, or its errors on the fields
+        they name."""
+        try:
+            self.parsed = parser(data)
+        except InvalidSchedule as exc:
+            self.add_field_errors(exc.fields)
 
     def _omit_blank(self, data: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in data.items() if v not in ("", None)}
@@ -126,10 +135,7 @@ class ScheduleCreateForm(PydanticForm):
         else:
             data["cron"] = cleaned.get("cron")
             data["timezone"] = tz
-        try:
-            self.parsed = parse_create(self._omit_blank(data))
-        except InvalidSchedule as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(parse_create, self._omit_blank(data))
         return cleaned
 
 
@@ -167,10 +173,7 @@ class ScheduleUpdateForm(PydanticForm):
             data["run_at"] = _local_datetime(cleaned.get("run_at") or "", cleaned.get("timezone") or "UTC")
         # Posted limit fields go to the validator, which refuses them in the words every surface uses.
         data.update({key: self.data[key] for key in self.data if key in NOT_UPDATABLE})
-        try:
-            self.parsed = parse_update(data)
-        except InvalidSchedule as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(parse_update, data)
         return cleaned
 
 
@@ -344,10 +347,7 @@ class PinRevisionForm(LimitsForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        try:
-            self.parsed = parse_explicit(self.body(cleaned))
-        except InvalidSchedule as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(parse_explicit, self.body(cleaned))
         return cleaned
 
 
@@ -365,10 +365,7 @@ class RevisionRequestForm(LimitsForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        try:
-            self.parsed = parse_revision_request(self.body(cleaned))
-        except InvalidSchedule as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(parse_revision_request, self.body(cleaned))
         return cleaned
 
 
@@ -386,10 +383,7 @@ class DeclineForm(PydanticForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        try:
-            self.parsed = parse_decline({"reason": cleaned.get("reason", "")})
-        except InvalidSchedule as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(parse_decline, {"reason": cleaned.get("reason", "")})
         return cleaned
 
 
@@ -402,7 +396,7 @@ def _number(value: str) -> int | str:
 
 
 class NotificationSettingsForm(PydanticForm):
-    """Channels for pause notifications; the URL rules live in schedules.notifications."""
+    """Channels for pause notifications; the URL rules live in schedules.notices.channels."""
 
     email_enabled = forms.BooleanField(label="Email me when a schedule pauses itself", required=False)
     webhook_enabled = forms.BooleanField(label="POST a signed JSON notice to a webhook", required=False)

@@ -71,8 +71,9 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_notificationsettings": FULL,
         # The settings page's test button records its attempts; a deleted schedule takes its own.
         "schedules_notificationattempt": ("SELECT", "INSERT", "DELETE"),
-        # Written when a scheduled run completes (also one cancelled or finished from here).
-        "schedules_completionnotice": ("SELECT", "INSERT", "DELETE"),
+        # The notices outbox: a decision made here, a run completed from here; a deleted schedule
+        # takes its own.
+        "schedules_notice": ("SELECT", "INSERT", "DELETE"),
         # Owners ask for limits and admins decide; a deleted schedule takes its requests along.
         "schedules_revisionrequest": FULL,
         "schedules_revisionrequestevent": ("SELECT", "INSERT", "DELETE"),
@@ -91,16 +92,14 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "schedules_schedule": WRITE,
         # The schedule.create and schedule.update chat tools run inside the worker.
         "schedules_schedulerevision": APPEND,
-        # The audit is append-only; the outbox marks a pause's notice claimed and sent.
-        "schedules_pauseevent": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
+        "schedules_pauseevent": APPEND,
         "schedules_occurrence": WRITE,
         "schedules_apitoken": READ,
         "schedules_notificationsettings": WRITE,
         "schedules_notificationattempt": APPEND,
-        # The completion outbox: written with a run's end, marked claimed and sent by `notify`.
-        "schedules_completionnotice": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
-        # The outbox of decision notices: a decided request is claimed and marked sent.
-        "schedules_revisionrequest": ("SELECT", "UPDATE (notify_claimed_at, notified_at)"),
+        # The notices outbox: written with what it tells, marked claimed and sent by `notify`.
+        "schedules_notice": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
+        "schedules_revisionrequest": READ,
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": FULL,

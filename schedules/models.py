@@ -230,10 +230,8 @@ class PauseEvent(AppendOnlyModel):
     """The audit of every status change: pause, resume and completion. Who (null = the system),
     when, why, and the failure count at that moment.
 
-    A pause the schedule made itself is also the outbox of its notice (healthchecks' flips):
-    `notified_at` is null until the notice went out on every channel, and the delivery task
-    claims such rows with a conditional update on `notify_claimed_at`. Those two columns are the
-    only ones ever updated; the audit itself is append-only.
+    A pause the schedule made itself writes its notice (a Notice row, the one outbox) in the
+    same transaction.
     """
 
     class Action(models.TextChoices):
@@ -249,7 +247,6 @@ class PauseEvent(AppendOnlyModel):
 
     # Pauses the schedule made itself: the owner is told about these.
     SELF_PAUSES = (Reason.FAILURE_LIMIT, Reason.INVALID_DEFINITION)
-    MUTABLE_FIELDS = frozenset({"notify_claimed_at", "notified_at"})
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="pause_events")
     action = models.CharField(max_length=8, choices=Action.choices)
@@ -264,8 +261,6 @@ class PauseEvent(AppendOnlyModel):
     failure_limit = models.PositiveIntegerField()
     detail = models.CharField(max_length=300, blank=True, help_text="Sanitized diagnostic, never content.")
     created_at = models.DateTimeField()
-    notify_claimed_at = models.DateTimeField(null=True, blank=True)
-    notified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -275,17 +270,6 @@ class PauseEvent(AppendOnlyModel):
                 | models.Q(action="pause", reason__gt=""),
                 name="pause_event_reason_iff_pause",
             ),
-        ]
-        indexes = [
-            models.Index(
-                fields=["id"],
-                name="pause_event_unnotified",
-                condition=models.Q(
-                    action="pause",
-                    reason__in=["failure_limit", "invalid_definition"],
-                    notified_at__isnull=True,
-                ),
-            )
         ]
 
     def __str__(self) -> str:
@@ -351,7 +335,7 @@ class NotificationSettings(models.Model):
     webhook_failures = models.PositiveIntegerField(default=0, help_text="Consecutive permanent failures.")
     webhook_disabled_at = models.DateTimeField(null=True, blank=True)
     webhook_disabled_reason = models.CharField(max_length=300, blank=True)
-    # Completion notices (schedules.completions): off by default, per channel; a schedule may
+    # Completion notices (schedules.notices.completed): off by default, per channel; a schedule may
     # override whether it sends them. The webhook carries the answer only with the content opt-in.
     completion_email = models.BooleanField(default=False)
     completion_webhook = models.BooleanField(default=False)
@@ -370,7 +354,7 @@ class NotificationSettings(models.Model):
 
 
 class NotificationAttempt(AppendOnlyModel):
-    """One delivery attempt of a pause notification on one channel (content-free)."""
+    """One delivery attempt of a notice on one channel (content-free); none for a test notice."""
 
     class Channel(models.TextChoices):
         EMAIL = "email"
@@ -389,8 +373,8 @@ class NotificationAttempt(AppendOnlyModel):
     pause_event = models.ForeignKey(
         PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
-    completion_notice = models.ForeignKey(
-        "CompletionNotice", on_delete=models.CASCADE, null=True, blank=True, related_name="attempts"
+    notice = models.ForeignKey(
+        "Notice", on_delete=models.CASCADE, null=True, blank=True, related_name="attempts"
     )
     # Set on the notice of a decided revision request (the owner is told it was pinned or declined).
     revision_request = models.ForeignKey(
@@ -412,15 +396,35 @@ class NotificationAttempt(AppendOnlyModel):
         return f"{self.channel} {self.outcome} ({self.created_at:%Y-%m-%d %H:%M})"
 
 
-class CompletionNotice(models.Model):
-    """The outbox of "a scheduled run completed" (schedules.completions), written in the run's
-    terminal transaction when the owner opted in, claimed and sent by the minute `notify` task
-    like a pause notice: `notified_at` is null until it went out on every channel."""
+class Notice(models.Model):
+    """The one outbox of what the owner is told (schedules.notices): a row per notice, written in
+    the transaction of what it tells (a self-pause, a decided request, a completed run the owner
+    asked to hear about), so a rolled-back change tells nothing and a worker that dies after the
+    commit loses nothing. The minute `notify` task claims each row with a conditional update on
+    `notify_claimed_at`, sends it once per channel, and sets `notified_at`; those two columns are
+    the only ones ever updated."""
 
+    class Kind(models.TextChoices):
+        PAUSED = "paused"
+        DECIDED = "decided"
+        COMPLETED = "completed"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="+")
-    occurrence = models.ForeignKey(Occurrence, on_delete=models.CASCADE, related_name="+")
-    run_id = models.BigIntegerField(help_text="The completed run (its conversation may be deleted since).")
+    # What it is about: one of these, by kind.
+    pause_event = models.ForeignKey(
+        PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="notices"
+    )
+    revision_request = models.ForeignKey(
+        "RevisionRequest", on_delete=models.CASCADE, null=True, blank=True, related_name="notices"
+    )
+    occurrence = models.ForeignKey(
+        Occurrence, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    run_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The completed run (its conversation may be deleted since)."
+    )
     created_at = models.DateTimeField()
     notify_claimed_at = models.DateTimeField(null=True, blank=True)
     notified_at = models.DateTimeField(null=True, blank=True)
@@ -428,13 +432,19 @@ class CompletionNotice(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            models.Index(
-                fields=["id"], name="completion_unnotified", condition=models.Q(notified_at__isnull=True)
+            models.Index(fields=["id"], name="notice_unsent", condition=models.Q(notified_at__isnull=True))
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind="paused", pause_event__isnull=False)
+                | models.Q(kind="decided", revision_request__isnull=False)
+                | models.Q(kind="completed", occurrence__isnull=False, run_id__isnull=False),
+                name="notice_names_what_it_tells",
             )
         ]
 
     def __str__(self) -> str:
-        return f"completion of run {self.run_id} ({self.schedule_id})"
+        return f"{self.kind} notice for schedule {self.schedule_id}"
 
 
 # -- revision requests ------------------------------------------------------------------------------
@@ -444,19 +454,13 @@ class RevisionRequestQuerySet(models.QuerySet["RevisionRequest"]):
     def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> RevisionRequestQuerySet:
         return self.filter(schedule__owner_id=user.pk)
 
-    def undelivered(self) -> RevisionRequestQuerySet:
-        """Decided requests whose decision notice has not gone out on every channel yet."""
-        return self.exclude(state=RevisionRequest.State.OPEN).filter(notified_at__isnull=True)
-
 
 class RevisionRequest(models.Model):
     """An owner's request for different limits (docs/contract.md#conversations): the complete limits and
     failure limit they suggest and why. Owners cannot change limits (docs/decisions/0002, point 4); an
     admin with the pin permission decides: pin (an explicit revision that records this request) or
-    decline, with a reason. One open request per schedule.
-
-    A decided request is also the outbox of its decision notice, as a self-pause is of its own:
-    `notified_at` stays null until the notice went out on every channel the owner enabled.
+    decline, with a reason. One open request per schedule. Its decision writes the owner's notice
+    (a Notice row) in the same transaction.
     """
 
     class State(models.TextChoices):
@@ -484,8 +488,6 @@ class RevisionRequest(models.Model):
     revision = models.ForeignKey(
         ScheduleRevision, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
     )
-    notify_claimed_at = models.DateTimeField(null=True, blank=True)
-    notified_at = models.DateTimeField(null=True, blank=True)
 
     objects = RevisionRequestQuerySet.as_manager()
 
@@ -517,11 +519,6 @@ class RevisionRequest(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "created_at"], name="revision_request_queue"),
-            models.Index(
-                fields=["id"],
-                name="revision_request_unnotified",
-                condition=~models.Q(state="open") & models.Q(notified_at__isnull=True),
-            ),
         ]
 
     def __str__(self) -> str:

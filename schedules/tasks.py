@@ -16,8 +16,7 @@ from django_q.tasks import async_task
 from runs.inflight import take_turn
 from runs.tasks import MESSAGE_TASK, in_transaction
 from schedules import execution
-from schedules.completions import deliver_completion_notices
-from schedules.notifications import deliver_pending_decision_notices, deliver_pending_notices
+from schedules.notices import deliver_pending
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def ensure_periodic_tasks(**kwargs: Any) -> None:
 def notify() -> str:
     """Send the notices that committed since the last run (the outboxes), every minute: pauses,
     decided revision requests, and completed runs the owner asked to hear about."""
-    attempts = deliver_pending_notices() + deliver_pending_decision_notices() + deliver_completion_notices()
+    attempts = deliver_pending()
     return ", ".join(f"{a.channel} {a.outcome}" for a in attempts) or "nothing to send"
 
 

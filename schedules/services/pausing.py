@@ -13,6 +13,7 @@ from schedules.models import (
     PauseEvent,
     Schedule,
 )
+from schedules.notices import paused
 from schedules.services.definitions import NotActive, NotPaused, check_room, lock_schedule_if, user_id_of
 
 
@@ -38,8 +39,9 @@ def pause_locked(
         created_at=now,
     )
     Schedule.objects.filter(pk=schedule.pk).update(status=Schedule.Status.PAUSED, pause=event)
-    # A pause the schedule made itself is the outbox of its notice (notified_at is null): the
-    # delivery task sends it once it has committed; a rolled-back pause leaves nothing to send.
+    # A pause the schedule made itself writes its notice here: the delivery task sends it once it
+    # has committed; a rolled-back pause leaves nothing to send.
+    paused.queue(event)
     return event
 
 

@@ -17,6 +17,7 @@ from schedules.models import (
     Schedule,
     ScheduleRevision,
 )
+from schedules.notices import decided
 from schedules.schemas import (
     DeclineBody,
     ExplicitRevision,
@@ -127,6 +128,7 @@ def pin_from_request(
             detail=f"revision {revision.number}",
             created_at=revision.created_at,
         )
+        decided.queue(locked)  # the owner's notice, sent once this commits
     return revision
 
 
@@ -143,6 +145,9 @@ def decline_request(
     if not by.has_perm(PIN_PERMISSION):  # type: ignore[attr-defined]
         raise PermissionDenied("Deciding a revision request needs the pin_revision permission.")
     with transaction.atomic():
+        # Schedule row first, then the request's, as pin_from_request: the notice this writes
+        # references the schedule, and two deciders taking them in two orders would deadlock.
+        lock_schedule(Schedule(pk=request.schedule_id))
         locked = RevisionRequest.objects.select_for_update().get(pk=request.pk)
         if not locked.is_open:
             raise RequestDecided(locked)
@@ -160,5 +165,6 @@ def decline_request(
             via=via,
             created_at=now,
         )
+        decided.queue(locked)  # the owner's notice, sent once this commits
     locked.refresh_from_db()
     return locked

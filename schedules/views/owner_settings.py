@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from config.http import HtmxRequest
-from schedules import completions, notifications, selectors
+from schedules import notices, selectors
 from schedules.forms import CompletionSettingsForm, NotificationSettingsForm
 from schedules.models import NotificationSettings
 
@@ -17,7 +17,7 @@ from schedules.models import NotificationSettings
 @require_http_methods(["GET", "POST"])
 @login_required
 def notification_settings(request: HtmxRequest) -> HttpResponse:
-    channels = notifications.settings_for(request.user.pk)
+    channels = notices.settings_for(request.user.pk)
     initial = {"email_enabled": channels.email_enabled, "webhook_enabled": channels.webhook_enabled}
     form = NotificationSettingsForm(
         request.POST or None, initial={**initial, "webhook_url": channels.webhook_url}
@@ -25,8 +25,8 @@ def notification_settings(request: HtmxRequest) -> HttpResponse:
     secret = ""
     if request.method == "POST" and form.is_valid():
         try:
-            channels, secret = notifications.update_notification_settings(request.user, **form.cleaned_data)
-        except notifications.InvalidNotificationSettings as exc:
+            channels, secret = notices.update_notification_settings(request.user, **form.cleaned_data)
+        except notices.InvalidNotificationSettings as exc:
             form.add_field_errors(exc.fields)
         else:
             messages.success(request, "Notification settings saved.")
@@ -60,7 +60,7 @@ def completion_settings(request: HtmxRequest) -> HttpResponse:
     """Whether the owner is told when a scheduled run completes, on which channels."""
     form = CompletionSettingsForm(request.POST)
     if form.is_valid():  # three checkboxes: always valid
-        channels = completions.update_completion_settings(request.user, **form.cleaned_data)
+        channels = notices.completed.update_completion_settings(request.user, **form.cleaned_data)
         on = channels.completion_email or channels.completion_webhook
         messages.success(request, "Completion notices are on." if on else "Completion notices are off.")
     return redirect("schedules:settings")
@@ -69,9 +69,9 @@ def completion_settings(request: HtmxRequest) -> HttpResponse:
 @require_POST
 @login_required
 def rotate_webhook_secret(request: HtmxRequest) -> HttpResponse:
-    secret = notifications.rotate_webhook_secret(request.user)
+    secret = notices.rotate_webhook_secret(request.user)
     messages.success(request, "A new signing secret is in force; the old one no longer verifies.")
-    channels = notifications.settings_for(request.user.pk)
+    channels = notices.settings_for(request.user.pk)
     form = NotificationSettingsForm(
         initial={
             "email_enabled": channels.email_enabled,
@@ -85,7 +85,7 @@ def rotate_webhook_secret(request: HtmxRequest) -> HttpResponse:
 @require_POST
 @login_required
 def send_test_notification(request: HtmxRequest) -> HttpResponse:
-    attempts = notifications.send_test_notification(request.user, attempts=1)
+    attempts = notices.send_test_notification(request.user, attempts=1)
     if not attempts:
         messages.info(request, "Nothing was sent: turn on email or a webhook first.")
     for attempt in attempts:

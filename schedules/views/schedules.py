@@ -18,9 +18,10 @@ from accounting.numbers import whole_number
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
-from schedules import completions, selectors, services
+from schedules import selectors, services
 from schedules.forms import ScheduleCompletionForm, ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
+from schedules.notices import completed
 from schedules.schemas import InvalidSchedule
 from schedules.views.runs import in_flight_context
 
@@ -90,7 +91,7 @@ def _chat_context(schedule: Schedule, history: list[Any]) -> dict[str, Any]:
     ids = {entry.revision.conversation_id for entry in history if entry.revision.conversation_id}
     return {
         "chat_conversations": selectors.chat_conversations(schedule.owner_id, ids),
-        "completion": completions.describe(schedule),
+        "completion": completed.describe(schedule),
     }
 
 
@@ -102,8 +103,8 @@ def completion_notices(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = owned_schedule(request, pk)
     form = ScheduleCompletionForm(request.POST)
     if form.is_valid():
-        schedule = completions.set_schedule_completion_notices(schedule, form.value())
-    completion = completions.describe(schedule)
+        schedule = completed.set_schedule_completion_notices(schedule, form.value())
+    completion = completed.describe(schedule)
     if request.htmx:
         context = {"schedule": schedule, "completion": completion, "saved": True}
         return render(request, "schedules/_completion_notices.html", context)

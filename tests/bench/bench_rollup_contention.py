@@ -97,7 +97,7 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
 
     from accounting import ledger
     from runs.models import TranscriptEntry
-    from runs.runtime import _write_step
+    from runs.steps import write_step
 
     real_ctes = ledger.usage_ctes
 
@@ -133,7 +133,7 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
                     run=loop.run, seq=loop.seq, step=1, role="assistant", content="x", tool_calls=[]
                 )
                 began = time.perf_counter()
-                assert _write_step(loop, usage, 0, [row])
+                assert write_step(loop.run, loop.attempt, loop.ancestors, usage, 0, [row])
                 mine.append((time.perf_counter() - began) * 1000)
                 if pace:
                     time.sleep(max(0.0, pace - (time.perf_counter() - began)))

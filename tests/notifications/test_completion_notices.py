@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from runs.failures import Outcome
 from runs.services import finish_run
-from schedules import completions, notifications, tasks
-from schedules.models import CompletionNotice, NotificationAttempt
+from schedules import notices, tasks
+from schedules.models import Notice, NotificationAttempt
 from tests.factories import answered_conversation, fail, finish, make_assistant, make_schedule, materialize
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ def owner(owner):
 
 
 def _choose(owner, *, email=False, webhook=False, content=False):
-    completions.update_completion_settings(
+    notices.completed.update_completion_settings(
         owner, completion_email=email, completion_webhook=webhook, webhook_content=content
     )
 
@@ -38,7 +38,7 @@ def _choose(owner, *, email=False, webhook=False, content=False):
 def test_off_by_default_a_completed_scheduled_run_sends_nothing(owner, agent, mailoutbox):
     finish(materialize(make_schedule(owner, agent)))
 
-    assert not CompletionNotice.objects.exists()
+    assert not Notice.objects.filter(kind="completed").exists()
     assert tasks.notify() == "nothing to send" and mailoutbox == []
 
 
@@ -48,7 +48,7 @@ def test_by_email_the_answer_and_a_link_once_after_commit(owner, agent, mailoutb
     schedule = make_schedule(owner, agent, title="Morning briefing")
     run = finish(materialize(schedule))
 
-    notice = CompletionNotice.objects.get()
+    notice = Notice.objects.filter(kind="completed").get()
     assert (notice.schedule_id, notice.run_id, notice.notified_at) == (schedule.pk, run.pk, None)
     assert mailoutbox == []  # the run's end sends nothing itself
 
@@ -59,7 +59,7 @@ def test_by_email_the_answer_and_a_link_once_after_commit(owner, agent, mailoutb
     assert f"https://schedules.example.com/conversations/{run.conversation_id}/" in mail.body
     assert f"https://schedules.example.com/schedules/{schedule.pk}/" in mail.body
     attempt = NotificationAttempt.objects.get()
-    assert (attempt.completion_notice_id, attempt.schedule_id, attempt.channel) == (
+    assert (attempt.notice_id, attempt.schedule_id, attempt.channel) == (
         notice.pk,
         schedule.pk,
         "email",
@@ -75,14 +75,14 @@ def test_a_failed_or_cancelled_run_is_not_announced(owner, agent):
     fail(materialize(schedule))
     finish(materialize(schedule), "cancelled")
 
-    assert not CompletionNotice.objects.exists()
+    assert not Notice.objects.filter(kind="completed").exists()
 
 
 def test_an_interactive_run_is_not_a_scheduled_completion(owner):
     _choose(owner, email=True)
     answered_conversation(owner, make_assistant())
 
-    assert not CompletionNotice.objects.exists()
+    assert not Notice.objects.filter(kind="completed").exists()
 
 
 def test_a_rolled_back_end_leaves_nothing_to_send(owner, agent):
@@ -98,13 +98,13 @@ def test_a_rolled_back_end_leaves_nothing_to_send(owner, agent):
     with pytest.raises(RuntimeError):
         end_then_die()
 
-    assert not CompletionNotice.objects.exists()
+    assert not Notice.objects.filter(kind="completed").exists()
 
 
 def test_the_webhook_names_the_schedule_and_run_and_carries_no_answer_unless_allowed(
     owner, agent, webhook_server
 ):
-    _, secret = notifications.update_notification_settings(
+    _, secret = notices.update_notification_settings(
         owner, email_enabled=False, webhook_enabled=True, webhook_url=webhook_server.url
     )
     _choose(owner, webhook=True)
@@ -132,10 +132,10 @@ def test_the_webhook_names_the_schedule_and_run_and_carries_no_answer_unless_all
 
 def test_a_schedule_may_always_or_never_tell_whatever_the_owners_setting(owner, agent, mailoutbox):
     loud, quiet = make_schedule(owner, agent, title="Loud"), make_schedule(owner, agent, title="Quiet")
-    completions.set_schedule_completion_notices(loud, True)
+    notices.completed.set_schedule_completion_notices(loud, True)
     finish(materialize(loud))  # the owner chose no channel: the pause channels (email) are used
     _choose(owner, email=True)
-    completions.set_schedule_completion_notices(quiet, False)
+    notices.completed.set_schedule_completion_notices(quiet, False)
     finish(materialize(quiet))
 
     tasks.notify()
@@ -145,13 +145,15 @@ def test_a_schedule_may_always_or_never_tell_whatever_the_owners_setting(owner, 
 def test_a_delivery_that_died_is_sent_again_after_its_claim_expires_and_only_once(owner, agent, mailoutbox):
     _choose(owner, email=True)
     finish(materialize(make_schedule(owner, agent)))
-    notice = CompletionNotice.objects.get()
-    CompletionNotice.objects.filter(pk=notice.pk).update(notify_claimed_at=timezone.now())  # a worker took it
+    notice = Notice.objects.filter(kind="completed").get()
+    Notice.objects.filter(kind="completed", pk=notice.pk).update(
+        notify_claimed_at=timezone.now()
+    )  # a worker took it
 
-    assert completions.deliver_completion_notices() == []  # its claim is still fresh
-    later = timezone.now() + notifications.NOTICE_LEASE + timedelta(seconds=1)
-    assert [a.outcome for a in completions.deliver_completion_notices(now=later)] == ["delivered"]
-    assert completions.deliver_completion_notices(now=later + timedelta(minutes=10)) == []
+    assert notices.deliver_pending() == []  # its claim is still fresh
+    later = timezone.now() + notices.NOTICE_LEASE + timedelta(seconds=1)
+    assert [a.outcome for a in notices.deliver_pending(now=later)] == ["delivered"]
+    assert notices.deliver_pending(now=later + timedelta(minutes=10)) == []
     assert len(mailoutbox) == 1
 
 

@@ -9,8 +9,8 @@ import hmac
 
 import pytest
 
-from schedules import notifications, services, tasks
-from schedules.models import NotificationAttempt, RevisionRequest
+from schedules import notices, services, tasks
+from schedules.models import Notice, NotificationAttempt, RevisionRequest
 from schedules.schemas import DeclineBody, parse_explicit, parse_revision_request
 from tests.factories import limits, make_schedule
 
@@ -47,7 +47,7 @@ def test_a_pinned_request_is_told_once_per_channel_with_the_new_limits(
     asked, admin_user, mailoutbox, webhook_server, settings
 ):
     settings.SITE_URL = "http://127.0.0.1:8123"
-    _, secret = notifications.update_notification_settings(
+    _, secret = notices.update_notification_settings(
         asked.schedule.owner, email_enabled=True, webhook_enabled=True, webhook_url=webhook_server.url
     )
     pin(asked, admin_user)
@@ -67,20 +67,19 @@ def test_a_pinned_request_is_told_once_per_channel_with_the_new_limits(
     assert (body["request"]["id"], body["request"]["state"], body["revision"]) == (asked.pk, "pinned", 2)
     assert body["schedule"]["url"] == f"http://127.0.0.1:8123/schedules/{asked.schedule_id}/"
     expected = "sha256=" + hmac.new(secret.encode(), received.body, hashlib.sha256).hexdigest()
-    assert received.headers[notifications.SIGNATURE_HEADER] == expected
+    assert received.headers[notices.SIGNATURE_HEADER] == expected
 
     attempts = NotificationAttempt.objects.filter(revision_request=asked).order_by("channel")
     assert [(a.channel, a.outcome, a.schedule_id) for a in attempts] == [
         ("email", "delivered", asked.schedule_id),
         ("webhook", "delivered", asked.schedule_id),
     ]
-    asked.refresh_from_db()
-    assert asked.notified_at is not None
+    assert Notice.objects.get(revision_request=asked).notified_at is not None
 
 
 def test_a_declined_request_is_told_with_the_reason(asked, admin_user, mailoutbox):
     services.decline_request(asked, DeclineBody(reason="Fix the prompt first."), by=admin_user, via="admin")
-    attempts = notifications.deliver_pending_decision_notices()
+    attempts = notices.deliver_pending()
     assert [(a.channel, a.outcome) for a in attempts] == [("email", "delivered")]
     assert mailoutbox[0].subject == "Limits request declined: Weekly spend review"
     assert "Reason: Fix the prompt first." in mailoutbox[0].body
@@ -94,22 +93,23 @@ def test_a_claim_abandoned_midway_is_finished_without_repeating_a_channel(
 
     from django.utils import timezone
 
-    notifications.update_notification_settings(
+    notices.update_notification_settings(
         asked.schedule.owner, email_enabled=True, webhook_enabled=True, webhook_url=webhook_server.url
     )
     pin(asked, admin_user)
     # A worker claimed it, sent the email and died before the webhook and the mark.
-    stale = timezone.now() - notifications.NOTICE_LEASE - timedelta(seconds=1)
-    RevisionRequest.objects.filter(pk=asked.pk).update(notify_claimed_at=stale)
+    stale = timezone.now() - notices.NOTICE_LEASE - timedelta(seconds=1)
+    Notice.objects.filter(revision_request_id=asked.pk).update(notify_claimed_at=stale)
     NotificationAttempt.objects.create(
         owner_id=asked.schedule.owner_id,
         schedule_id=asked.schedule_id,
         revision_request=asked,
+        notice=Notice.objects.get(revision_request=asked),
         channel="email",
         outcome="delivered",
         created_at=stale,
     )
-    attempts = notifications.deliver_pending_decision_notices()
+    attempts = notices.deliver_pending()
     assert [a.channel for a in attempts] == ["webhook"]
     assert mailoutbox == []
 
@@ -118,8 +118,8 @@ def test_a_claim_within_its_lease_is_left_to_its_worker(asked, admin_user, mailo
     from django.utils import timezone
 
     pin(asked, admin_user)
-    RevisionRequest.objects.filter(pk=asked.pk).update(notify_claimed_at=timezone.now())
-    assert notifications.deliver_pending_decision_notices() == []
+    Notice.objects.filter(revision_request_id=asked.pk).update(notify_claimed_at=timezone.now())
+    assert notices.deliver_pending() == []
     assert mailoutbox == []
 
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from runs import outbound
-from schedules import notifications
+from schedules import notices
 from schedules.models import NotificationAttempt, NotificationSettings
 
 pytestmark = pytest.mark.django_db
@@ -57,15 +57,15 @@ def test_every_form_of_a_private_address_is_refused(address, problem):
     ],
 )
 def test_a_webhook_url_that_could_not_be_sent_is_refused_when_saved(owner, url, reason):
-    with pytest.raises(notifications.InvalidNotificationSettings) as refused:
-        notifications.update_notification_settings(
+    with pytest.raises(notices.InvalidNotificationSettings) as refused:
+        notices.update_notification_settings(
             owner, email_enabled=False, webhook_enabled=True, webhook_url=url
         )
     assert reason in refused.value.fields["webhook_url"]
 
 
 def test_a_saved_webhook_url_is_stored_as_it_will_be_sent(owner):
-    channels, _ = notifications.update_notification_settings(
+    channels, _ = notices.update_notification_settings(
         owner, email_enabled=False, webhook_enabled=True, webhook_url="  https://Hooks.Example.COM:443/p a  "
     )
     assert channels.webhook_url == "https://hooks.example.com/p%20a"
@@ -77,7 +77,7 @@ def test_a_saved_webhook_url_is_stored_as_it_will_be_sent(owner):
 def test_a_stored_url_that_cannot_be_sent_is_a_recorded_failed_attempt_not_a_crash(
     owner, owner_client, stored
 ):
-    notifications.update_notification_settings(
+    notices.update_notification_settings(
         owner, email_enabled=False, webhook_enabled=True, webhook_url="https://example.com/hook"
     )
     NotificationSettings.objects.filter(owner=owner).update(webhook_url=stored)  # saved by an older version
@@ -150,7 +150,7 @@ def test_a_name_that_rebinds_to_a_private_address_after_the_check_gets_no_connec
 
 
 def test_in_production_a_webhook_that_rebinds_is_never_posted(owner, settings, server, monkeypatch):
-    notifications.update_notification_settings(
+    notices.update_notification_settings(
         owner,
         email_enabled=False,
         webhook_enabled=True,
@@ -160,9 +160,7 @@ def test_in_production_a_webhook_that_rebinds_is_never_posted(owner, settings, s
     answers = iter([["93.184.216.34"], ["127.0.0.1"], ["127.0.0.1"], ["127.0.0.1"], ["127.0.0.1"]])
     monkeypatch.setattr(outbound, "resolve", lambda host, port: next(answers))
 
-    (attempt, *_) = [
-        a for a in notifications.send_test_notification(owner, attempts=1) if a.channel == "webhook"
-    ]
+    (attempt, *_) = [a for a in notices.send_test_notification(owner, attempts=1) if a.channel == "webhook"]
 
     assert attempt.outcome == "failed"
     assert server.hosts == []

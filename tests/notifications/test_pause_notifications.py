@@ -20,8 +20,8 @@ import time_machine
 from django.db import transaction
 from django.utils import timezone
 
-from schedules import notifications, services, tasks
-from schedules.models import NotificationAttempt, PauseEvent
+from schedules import notices, services, tasks
+from schedules.models import Notice, NotificationAttempt, PauseEvent
 from tests.concurrency import race
 from tests.database import database_url
 from tests.factories import fail, make_agent, make_schedule, materialize, run_due
@@ -42,7 +42,7 @@ def owner(owner):
 
 
 def enable_webhook(owner, url: str) -> str:
-    _, secret = notifications.update_notification_settings(
+    _, secret = notices.update_notification_settings(
         owner, email_enabled=True, webhook_enabled=True, webhook_url=url
     )
     return secret
@@ -51,9 +51,9 @@ def enable_webhook(owner, url: str) -> str:
 def unsent_notices() -> list[int]:
     """The self-pauses whose notice has not gone out: the outbox."""
     return list(
-        PauseEvent.objects.filter(notified_at__isnull=True, action="pause")
-        .filter(reason__in=PauseEvent.SELF_PAUSES)
-        .values_list("pk", flat=True)
+        Notice.objects.filter(notified_at__isnull=True, kind="paused")
+        .filter(pause_event__reason__in=PauseEvent.SELF_PAUSES)
+        .values_list("pause_event_id", flat=True)
     )
 
 
@@ -93,7 +93,7 @@ def test_a_failure_limit_pause_notifies_once_per_channel_after_commit(
     # The signature verifies with the owner's secret, over the exact body.
     received = webhook_server.received[0]
     expected = "sha256=" + hmac.new(secret.encode(), received.body, hashlib.sha256).hexdigest()
-    assert received.headers[notifications.SIGNATURE_HEADER] == expected
+    assert received.headers[notices.SIGNATURE_HEADER] == expected
 
 
 def test_a_rolled_back_pause_sends_nothing(owner, agent, mailoutbox):
@@ -120,7 +120,7 @@ def test_resume_and_owner_pauses_send_nothing(owner, agent, mailoutbox):
     tasks.notify()
     assert mailoutbox == []
     owner_pause = PauseEvent.objects.filter(action="pause").get()
-    assert notifications.deliver_pause_notice(owner_pause.pk) == []
+    assert not Notice.objects.filter(pause_event=owner_pause).exists()  # only self-pauses tell
 
 
 def test_an_invalid_definition_pause_notifies_with_its_reason(owner, agent, mailoutbox):
@@ -164,7 +164,7 @@ def test_admission_refusals_and_lost_workers_are_classified_like_any_failure(own
 class TestWebhookDelivery:
     def notify(self, owner, agent, **kwargs):
         trip_failure_limit(owner, agent)
-        return notifications.deliver_pending_notices(sleep=lambda s: None, **kwargs)
+        return notices.deliver_pending(sleep=lambda s: None, **kwargs)
 
     def test_a_500_then_200_is_retried_and_delivered_once(self, owner, agent, webhook_server):
         enable_webhook(owner, webhook_server.url)
@@ -185,12 +185,12 @@ class TestWebhookDelivery:
         assert any(a.channel == "email" and a.outcome == "delivered" for a in attempts)  # unaffected
 
     def test_a_slow_endpoint_times_out_within_the_timeout(self, owner, agent, webhook_server, monkeypatch):
-        monkeypatch.setattr(notifications, "WEBHOOK_TIMEOUT_SECONDS", 0.5)
+        monkeypatch.setattr(notices.delivery, "WEBHOOK_TIMEOUT_SECONDS", 0.5)
         enable_webhook(owner, webhook_server.url)
         webhook_server.replies = [(200, 3.0)] * 3
         trip_failure_limit(owner, agent)
         started = time.monotonic()
-        attempts = notifications.deliver_pending_notices(sleep=lambda s: None)
+        attempts = notices.deliver_pending(sleep=lambda s: None)
         elapsed = time.monotonic() - started
         webhook = [(a.outcome, a.http_status) for a in attempts if a.channel == "webhook"]
         assert webhook == [("retrying", None), ("retrying", None), ("failed", None)]
@@ -204,22 +204,22 @@ class TestWebhookDelivery:
         webhook_server.replies = [(503, 0, {"Retry-After": "7"}), (200, 0)]
         slept: list[float] = []
         trip_failure_limit(owner, agent)
-        attempts = notifications.deliver_pending_notices(sleep=slept.append)
+        attempts = notices.deliver_pending(sleep=slept.append)
         assert [a.outcome for a in attempts if a.channel == "webhook"] == ["retrying", "delivered"]
         assert slept and slept[0] >= 7  # the same retry policy as provider calls
 
     def test_repeated_permanent_failures_turn_the_webhook_off_with_a_note(self, owner, agent, webhook_server):
         enable_webhook(owner, webhook_server.url)
         webhook_server.replies = [(404, 0)] * 5
-        for _ in range(notifications.DISABLE_AFTER_PERMANENT_FAILURES):
-            notifications.send_test_notification(owner, sleep=lambda s: None)
-        channels = notifications.settings_for(owner.pk)
+        for _ in range(notices.delivery.DISABLE_AFTER_PERMANENT_FAILURES):
+            notices.send_test_notification(owner, sleep=lambda s: None)
+        channels = notices.settings_for(owner.pk)
         assert channels.webhook_disabled_at is not None
         assert "3 permanent failures in a row (last: HTTP 404)" in channels.webhook_disabled_reason
         assert not channels.webhook_active
-        notifications.send_test_notification(owner, sleep=lambda s: None)
+        notices.send_test_notification(owner, sleep=lambda s: None)
         assert len(webhook_server.received) == 3  # no more posts once it is off
-        channels, _ = notifications.update_notification_settings(
+        channels, _ = notices.update_notification_settings(
             owner, email_enabled=True, webhook_enabled=True, webhook_url=webhook_server.url + "?v=2"
         )
         assert channels.webhook_active  # saving a corrected URL turns it back on
@@ -227,14 +227,14 @@ class TestWebhookDelivery:
 
 def test_the_test_notification_reaches_a_local_endpoint(owner, mailoutbox, webhook_server):
     secret = enable_webhook(owner, webhook_server.url)
-    attempts = notifications.send_test_notification(owner)
+    attempts = notices.send_test_notification(owner)
     assert {(a.channel, a.outcome, a.is_test) for a in attempts} == {
         ("email", "delivered", True),
         ("webhook", "delivered", True),
     }
     received = webhook_server.received[0]
     assert received.json["test"] is True
-    assert received.headers[notifications.SIGNATURE_HEADER] == notifications.sign(secret, received.body)
+    assert received.headers[notices.SIGNATURE_HEADER] == notices.sign(secret, received.body)
 
 
 @pytest.mark.parametrize(
@@ -249,24 +249,22 @@ def test_the_test_notification_reaches_a_local_endpoint(owner, mailoutbox, webho
 )
 def test_a_bad_webhook_url_is_refused_with_a_field_error(owner, settings, url, production, error):
     settings.PRODUCTION = production
-    with pytest.raises(notifications.InvalidNotificationSettings) as refused:
-        notifications.update_notification_settings(
-            owner, email_enabled=True, webhook_enabled=True, webhook_url=url
-        )
+    with pytest.raises(notices.InvalidNotificationSettings) as refused:
+        notices.update_notification_settings(owner, email_enabled=True, webhook_enabled=True, webhook_url=url)
     assert error in refused.value.fields["webhook_url"]
 
 
 def test_http_to_localhost_is_allowed_in_development_and_the_secret_is_shown_once(owner):
-    channels, secret = notifications.update_notification_settings(
+    channels, secret = notices.update_notification_settings(
         owner, email_enabled=False, webhook_enabled=True, webhook_url="http://localhost:9000/hook"
     )
     assert secret.startswith("whsec_") and channels.webhook_secret == secret
-    _, again = notifications.update_notification_settings(
+    _, again = notices.update_notification_settings(
         owner, email_enabled=False, webhook_enabled=True, webhook_url="http://localhost:9000/hook"
     )
     assert again == ""  # not shown again
-    rotated = notifications.rotate_webhook_secret(owner)
-    assert rotated != secret and notifications.settings_for(owner.pk).webhook_secret == rotated
+    rotated = notices.rotate_webhook_secret(owner)
+    assert rotated != secret and notices.settings_for(owner.pk).webhook_secret == rotated
 
 
 def test_the_webhook_body_is_json_with_the_documented_keys(owner, agent, webhook_server):
@@ -294,8 +292,8 @@ def test_the_webhook_body_is_json_with_the_documented_keys(owner, agent, webhook
 )
 def test_in_production_a_webhook_to_a_private_address_is_refused(owner, settings, url):
     settings.PRODUCTION, settings.ALLOW_PRIVATE_ADDRESSES = True, False
-    with pytest.raises(notifications.InvalidNotificationSettings) as refused:
-        notifications.update_notification_settings(
+    with pytest.raises(notices.InvalidNotificationSettings) as refused:
+        notices.update_notification_settings(
             owner, email_enabled=False, webhook_enabled=True, webhook_url=url
         )
     assert "private or reserved network address" in refused.value.fields["webhook_url"]
@@ -306,7 +304,7 @@ def test_in_production_a_stored_url_that_now_resolves_privately_is_not_posted_to
 ):
     enable_webhook(owner, webhook_server.url)  # accepted in development
     settings.PRODUCTION, settings.ALLOW_PRIVATE_ADDRESSES = True, False
-    (attempt,) = [a for a in notifications.send_test_notification(owner) if a.channel == "webhook"]
+    (attempt,) = [a for a in notices.send_test_notification(owner) if a.channel == "webhook"]
     assert attempt.outcome == "failed" and "private or reserved" in attempt.detail
     assert webhook_server.received == []
 
@@ -350,13 +348,14 @@ def test_a_delivery_abandoned_midway_is_finished_after_its_lease_without_repeati
     schedule = trip_failure_limit(owner, agent)
     event = schedule.pause_events.get(action="pause")
     # A worker claimed it, sent the email, tried the webhook once and died before retrying.
-    claimed_at = timezone.now() - notifications.NOTICE_LEASE - timedelta(seconds=1)
-    PauseEvent.objects.filter(pk=event.pk).update(notify_claimed_at=claimed_at)
+    claimed_at = timezone.now() - notices.NOTICE_LEASE - timedelta(seconds=1)
+    Notice.objects.filter(pause_event=event).update(notify_claimed_at=claimed_at)
     for channel, outcome in (("email", "delivered"), ("webhook", "retrying")):
         NotificationAttempt.objects.create(
             owner=owner,
             schedule=schedule,
             pause_event=event,
+            notice=Notice.objects.get(pause_event=event),
             channel=channel,
             outcome=outcome,
             created_at=claimed_at,
@@ -369,7 +368,7 @@ def test_a_delivery_abandoned_midway_is_finished_after_its_lease_without_repeati
 
 def test_a_claim_still_within_its_lease_is_left_to_its_worker(owner, agent, mailoutbox):
     schedule = trip_failure_limit(owner, agent)
-    PauseEvent.objects.filter(pk=schedule.pause_id).update(notify_claimed_at=timezone.now())
+    Notice.objects.filter(pause_event_id=schedule.pause_id).update(notify_claimed_at=timezone.now())
     tasks.notify()
     assert mailoutbox == [] and unsent_notices() == [schedule.pause_id]
 
@@ -398,19 +397,21 @@ def test_a_claim_is_stamped_when_it_is_made_so_a_slow_batch_does_not_hand_out_la
 
         def slow(event_id: int) -> list[NotificationAttempt]:
             if event_id == second.pause_id:  # a rival worker starting now must leave it alone
-                rival_took.extend(notifications.drain_outbox(unsent(), lambda pk: [pk]))
-            clock.shift(notifications.NOTICE_LEASE + timedelta(minutes=1))  # webhook retries, say
+                rival_took.extend(notices.drain_outbox(unsent(), lambda pk: [pk]))
+            clock.shift(notices.NOTICE_LEASE + timedelta(minutes=1))  # webhook retries, say
             return []
 
-        notifications.drain_outbox(unsent(), slow)
+        notices.drain_outbox(unsent(), slow)
 
     assert rival_took == []  # the rival found the second notice's claim fresh, made after the first
-    notified = PauseEvent.objects.filter(pk__in=[first.pause_id, second.pause_id], notified_at__isnull=False)
+    notified = Notice.objects.filter(
+        pause_event_id__in=[first.pause_id, second.pause_id], notified_at__isnull=False
+    )
     assert notified.count() == 2 and unsent_notices() == []
 
 
 def unsent():
-    return PauseEvent.objects.filter(action="pause", notified_at__isnull=True)
+    return Notice.objects.filter(kind="paused", notified_at__isnull=True)
 
 
 def test_an_owner_zone_that_is_no_longer_a_zone_does_not_stop_the_notices(owner, agent, mailoutbox):

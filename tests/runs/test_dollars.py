@@ -325,12 +325,16 @@ usage_shares = st.tuples(
 )
 
 
-def _usage_body(wire: Wire, body: dict[str, Any], shares: tuple[float, ...], want: int) -> dict[str, Any]:
-    """A response whose usage a real provider could send for this request: input no more than
-    its bytes, split at random into uncached, cache reads and writes; output no more than its cap,
-    part of it reasoning; it asks for `want` tool calls, or answers when told to or cut short."""
-    input_share, read, write, one_hour, output_share, _ = shares
-    total = int(text_bytes(body) * input_share)
+def _usage_body(
+    wire: Wire, body: dict[str, Any], shares: tuple[float, ...], want: int, *, tokens_per_byte: float
+) -> dict[str, Any]:
+    """A response whose usage a real provider could send for this request: input the run's own
+    tokens per byte of its text (a tokenizer counts a longer prompt as the shorter one plus at
+    most a token per added byte, never as a fresh draw), split at random into uncached, cache
+    reads and writes; output no more than its cap, part of it reasoning; it asks for `want` tool
+    calls, or answers when told to or cut short."""
+    _, read, write, one_hour, output_share, _ = shares
+    total = int(text_bytes(body) * tokens_per_byte)
     reads = int(total * read)
     writes = int((total - reads) * write)
     hour = int(writes * one_hour) if wire is ANTHROPIC else 0
@@ -377,7 +381,8 @@ def test_for_any_prices_usage_and_limits_the_ledger_stays_within_the_cost_limit(
 
     def model(request: httpx.Request) -> dict[str, Any]:
         shares = next(replies, script[-1])
-        return _usage_body(wire, json.loads(request.content), shares, want=shares[-1])
+        body = json.loads(request.content)
+        return _usage_body(wire, body, shares, want=shares[-1], tokens_per_byte=script[0][0])
 
     run = execute(
         owner,

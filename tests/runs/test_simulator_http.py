@@ -234,10 +234,10 @@ def test_an_unknown_model_is_a_permanent_404(owner, live_server):
 
 
 def test_the_development_webhook_sink_accepts_a_signed_test_notification(live_server, owner):
-    from schedules import notifications
+    from schedules import notices
 
-    notifications.update_notification_settings(
+    notices.update_notification_settings(
         owner, email_enabled=False, webhook_enabled=True, webhook_url=f"{live_server.url}/simulator/webhook/"
     )
-    (attempt,) = notifications.send_test_notification(owner, attempts=1)
+    (attempt,) = notices.send_test_notification(owner, attempts=1)
     assert (attempt.channel, attempt.outcome, attempt.http_status) == ("webhook", "delivered", 204)

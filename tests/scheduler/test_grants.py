@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from schedules import execution, notifications, services
-from schedules.models import Schedule
+from schedules import execution, notices, services
+from schedules.models import Notice, Schedule
 from schedules.schemas import DeclineBody, parse_create, parse_explicit, parse_revision_request, parse_update
 from tests.factories import limits, make_agent, make_schedule
 
@@ -62,18 +62,16 @@ def test_the_scheduler_role_can_tick_run_notify_and_use_the_schedule_tools(owner
         )
         services.update_schedule(created, parse_update({"title": "From chat, renamed"}), by=owner, via="chat")
         execution.reap()
-        # The notice outbox: a self-pause claimed, sent and marked sent.
+        # The notices outbox: a self-pause's notice and a decided request's, claimed, sent and
+        # marked sent.
         services.pause_for_invalid_definition(created, detail="test")
-        assert [a.channel for a in notifications.deliver_pending_notices()] == ["email"]
-        # The decision outbox: a decided revision request claimed, sent and marked sent.
-        assert [a.channel for a in notifications.deliver_pending_decision_notices()] == ["email"]
-    declined.refresh_from_db()
-    assert declined.notified_at is not None
+        assert [a.channel for a in notices.deliver_pending()] == ["email", "email"]
+    assert Notice.objects.get(revision_request=declined).notified_at is not None
     schedule.refresh_from_db()
     assert schedule.status == "completed"
     assert schedule.pause_events.filter(action="complete").exists()
     created.refresh_from_db()
-    assert created.pause.notified_at is not None
+    assert Notice.objects.get(pause_event=created.pause).notified_at is not None
 
 
 def decided_request(owner, agent, admin_user):
@@ -102,10 +100,8 @@ def test_the_web_role_can_act_for_owners_and_delete_a_schedule(owner, admin_user
         again = services.request_revision(schedule, parse_revision_request(body), by=owner, via="dashboard")
         services.decline_request(again, DeclineBody(reason="Enough."), by=admin_user, via="admin")
         services.update_schedule(schedule, parse_update({"prompt": "Sharper."}), by=owner, via="dashboard")
-        notifications.update_notification_settings(
-            owner, email_enabled=True, webhook_enabled=False, webhook_url=""
-        )
-        assert [a.outcome for a in notifications.send_test_notification(owner)] == ["delivered"]
+        notices.update_notification_settings(owner, email_enabled=True, webhook_enabled=False, webhook_url="")
+        assert [a.outcome for a in notices.send_test_notification(owner)] == ["delivered"]
         Schedule.objects.get(pk=schedule.pk).delete()
     assert not Schedule.objects.filter(pk=schedule.pk).exists()
 
@@ -114,7 +110,7 @@ def test_the_web_role_can_start_a_conversation_send_a_message_and_stop_it(owner)
     from runs import conversations
     from runs.services import cancel_run
     from runs.tasks import enqueue_runs
-    from schedules import completions
+    from schedules import notices
     from tests.factories import make_assistant
 
     agent = make_assistant()
@@ -123,7 +119,7 @@ def test_the_web_role_can_start_a_conversation_send_a_message_and_stop_it(owner)
         assert cancel_run(run)
         follow_up = conversations.send_message(run.conversation, "again", enqueue=enqueue_runs)
         assert cancel_run(follow_up)
-        completions.update_completion_settings(
+        notices.completed.update_completion_settings(
             owner, completion_email=True, completion_webhook=False, webhook_content=False
         )
     assert run.conversation.runs.filter(status="cancelled").count() == 2
@@ -131,12 +127,12 @@ def test_the_web_role_can_start_a_conversation_send_a_message_and_stop_it(owner)
 
 def test_the_scheduler_role_can_answer_a_message_and_send_completion_notices(owner, mailoutbox):
     from runs import conversations
-    from schedules import completions
+    from schedules import notices
     from tests.factories import make_assistant
 
     owner.email = "olga@example.com"
     owner.save()
-    completions.update_completion_settings(
+    notices.completed.update_completion_settings(
         owner, completion_email=True, completion_webhook=False, webhook_content=False
     )
     assistant = make_assistant()
@@ -150,6 +146,6 @@ def test_the_scheduler_role_can_answer_a_message_and_send_completion_notices(own
         enqueued: list[int] = []
         execution.materialize_due(enqueue=enqueued.extend, now=timezone.now() + timedelta(minutes=2))
         execution.execute_occurrence(enqueued[0], sleep=lambda s: None)
-        assert [a.outcome for a in completions.deliver_completion_notices()] == ["delivered"]
+        assert [a.outcome for a in notices.deliver_pending()] == ["delivered"]
     assert Schedule.objects.filter(owner=owner, revisions__via="chat").exists()
     assert schedule.pk and len(mailoutbox) == 1

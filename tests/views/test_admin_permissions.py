@@ -20,7 +20,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Agent, AgentCredentialChange, Conversation, ConversationAgentChange
-from schedules import notifications, tokens
+from schedules import notices, tokens
 from schedules.models import ApiToken, Schedule
 from tests.factories import fail, make_agent, make_schedule, make_user, materialize
 
@@ -44,7 +44,7 @@ def world(owner, monkeypatch, settings):
     run = fail(materialize(schedule))
     owner.email = "olga@example.com"
     owner.save()
-    _, webhook_secret = notifications.update_notification_settings(
+    _, webhook_secret = notices.update_notification_settings(
         owner, email_enabled=True, webhook_enabled=True, webhook_url="http://localhost:9/hook"
     )
     _, token_secret = tokens.create_api_token(owner, name="olga's", scopes=["read"], by=owner)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedules import notifications
+from schedules import notices
 from tests.factories import make_schedule
 from tests.views.conftest import HTMX
 
@@ -46,13 +46,13 @@ def test_the_settings_page_turns_them_on_and_off(owner, owner_client, csrf_clien
 
     response = owner_client.post("/settings/completions/", {"completion_email": "on"}, follow=True)
     assert "Completion notices are on." in response.text
-    channels = notifications.settings_for(owner.pk)
+    channels = notices.settings_for(owner.pk)
     assert (channels.completion_email, channels.completion_webhook, channels.webhook_content) == (
         True,
         False,
         False,
     )
     owner_client.post("/settings/completions/", {})
-    assert notifications.settings_for(owner.pk).completion_email is False
+    assert notices.settings_for(owner.pk).completion_email is False
     assert owner_client.get("/settings/completions/").status_code == 405
     assert csrf_client.post("/settings/completions/", {"completion_email": "on"}).status_code == 403

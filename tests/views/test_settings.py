@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from schedules import notifications
-from schedules.models import NotificationAttempt, NotificationSettings
+from schedules import notices
+from schedules.models import Notice, NotificationAttempt, NotificationSettings
 from tests.notifications.conftest import webhook_server  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
@@ -96,7 +96,7 @@ def test_the_schedule_page_lists_the_notifications_sent_for_it(
     owner.email = "olga@example.com"
     owner.save()
     event = paused_after_two_failures.pause
-    notifications.deliver_pause_notice(event.pk)
+    notices.deliver(Notice.objects.get(pause_event_id=event.pk).pk)
     response = owner_client.get(f"/schedules/{paused_after_two_failures.pk}/")
     assert '<h2 id="notifications-heading">Notifications</h2>' in response.text
     assert "Email, the pause" in response.text

@@ -1,28 +1,16 @@
-"""Telling the owner when a scheduled run completes, so a briefing is read when it is ready.
-
-Off by default. The owner turns it on per channel on the settings page (email with the answer
-in the body and a link; the signed webhook, with the answer only when they also opted in to
-content in webhooks), and any schedule may override that: always, or never, tell.
-
-The same outbox as pause notices (schedules.notifications): a CompletionNotice row is written in
-the transaction that records the run's terminal state, so a rolled-back end sends nothing and a
-worker that dies after the commit loses nothing. The minute `notify` task claims each row with a
-conditional update, sends it once per channel (retries recorded as attempts, a dead worker's
-claim expiring after NOTICE_LEASE), and marks it sent. Every attempt is a NotificationAttempt.
-"""
+"""A scheduled run completed, and its owner asked to hear about it: the answer in the email's body
+with a link; the signed webhook names the schedule and run and carries the answer only with the
+owner's content opt-in. Off by default: the owner turns it on per channel, and any schedule may
+override that (always, or never, tell)."""
 
 from __future__ import annotations
 
 import json
-import logging
-import time
 import zoneinfo
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
@@ -30,29 +18,14 @@ from django.utils import timezone
 
 from accounting.money import format_money
 from accounting.selectors import owner_timezone
-from runs import outbound
 from runs.models import Run
-from schedules.models import (
-    CompletionNotice,
-    NotificationAttempt,
-    NotificationSettings,
-    Occurrence,
-    Schedule,
-)
-from schedules.notifications import (  # the pause notices' channels and outbox, reused
-    WEBHOOK_ATTEMPTS,
-    WEBHOOK_TIMEOUT_SECONDS,
-    Notice,
-    drain_outbox,
-    recorder,
-    send_email,
-    send_webhook,
-    settings_for,
-)
-
-logger = logging.getLogger(__name__)
+from schedules.models import Notice, NotificationSettings, Occurrence, Schedule
+from schedules.notices.channels import settings_for
+from schedules.notices.message import Message
 
 EVENT = "schedule.run_completed"
+
+
 ANSWER_CHARS = 20_000  # an email body is not a transcript
 
 
@@ -82,15 +55,7 @@ def set_schedule_completion_notices(schedule: Schedule, value: bool | None) -> S
     return schedule
 
 
-def _channels(channels: NotificationSettings) -> tuple[bool, bool]:
-    """(email, webhook) a completion notice goes to. A schedule set to "always tell" while no
-    completion channel is chosen uses the channels the owner hears pauses on."""
-    if channels.completion_email or channels.completion_webhook:
-        return channels.completion_email, channels.completion_webhook and channels.webhook_active
-    return channels.email_enabled, channels.webhook_active
-
-
-def _wanted(override: bool | None, channels: NotificationSettings | None) -> bool:
+def wanted(override: bool | None, channels: NotificationSettings | None) -> bool:
     if override is not None:
         return override
     return channels is not None and (channels.completion_email or channels.completion_webhook)
@@ -113,12 +78,12 @@ def describe(schedule: Schedule) -> CompletionSetting:
     return CompletionSetting("off", "You are never told when its runs complete.")
 
 
-# -- the outbox -----------------------------------------------------------------------------------
+# -- the notice -----------------------------------------------------------------------------------
 
 
-def queue_completion_notice(run: Run, *, now: datetime | None = None) -> CompletionNotice | None:
+def queue(run: Run, *, now: datetime | None = None) -> Notice | None:
     """Called inside the transaction that writes the run's terminal state (runs.signals): the
-    outbox row, if the run is a scheduled occurrence's, completed, and its owner wants to know."""
+    notice, if the run is a scheduled occurrence's, completed, and its owner wants to know."""
     if run.status != Run.Status.COMPLETED or run.kind != Run.Kind.INTERACTIVE:
         return None
     occurrence = (
@@ -128,10 +93,11 @@ def queue_completion_notice(run: Run, *, now: datetime | None = None) -> Complet
     )
     if occurrence is None:
         return None
-    channels = NotificationSettings.objects.filter(owner_id=run.owner_id).first()
-    if not _wanted(occurrence["schedule__completion_notices"], channels):
+    owner = NotificationSettings.objects.filter(owner_id=run.owner_id).first()
+    if not wanted(occurrence["schedule__completion_notices"], owner):
         return None
-    return CompletionNotice.objects.create(
+    return Notice.objects.create(
+        kind=Notice.Kind.COMPLETED,
         owner_id=run.owner_id,
         schedule_id=occurrence["schedule_id"],
         occurrence_id=occurrence["pk"],
@@ -140,64 +106,23 @@ def queue_completion_notice(run: Run, *, now: datetime | None = None) -> Complet
     )
 
 
-def deliver_completion_notices(
-    *,
-    now: datetime | None = None,
-    client: httpx.Client | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    limit: int = 100,
-) -> list[NotificationAttempt]:
-    """Claim every committed completion notice not yet sent (or whose claim expired), send it on
-    each channel, mark it sent. Safe from several workers at once: only the claim's winner
-    sends. Returns the attempts made."""
-    return drain_outbox(
-        CompletionNotice.objects.filter(notified_at__isnull=True),
-        lambda pk: deliver_completion_notice(pk, client=client, sleep=sleep),
-        now=now,
-        limit=limit,
-    )
+def channels(owner: NotificationSettings) -> tuple[bool, bool]:
+    """(email, webhook) a completion notice goes to. A schedule set to "always tell" while no
+    completion channel is chosen uses the channels the owner hears pauses on."""
+    if owner.completion_email or owner.completion_webhook:
+        return owner.completion_email, owner.completion_webhook and owner.webhook_active
+    return owner.email_enabled, owner.webhook_active
 
 
-def deliver_completion_notice(
-    notice_id: int, *, client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep
-) -> list[NotificationAttempt]:
-    """Send one completion notice on each chosen channel that has no final attempt for it yet."""
-    row = (
-        CompletionNotice.objects.select_related("schedule", "owner", "occurrence")
-        .filter(pk=notice_id)
-        .first()
-    )
-    if row is None:
-        return []
-    channels = settings_for(row.owner_id)
-    email, webhook = _channels(channels)
-    done = set(
-        NotificationAttempt.objects.filter(completion_notice=row)
-        .exclude(outcome=NotificationAttempt.Outcome.RETRYING)
-        .values_list("channel", flat=True)
-    )
-    made: list[NotificationAttempt] = []
-    record = recorder(row.owner_id, row.schedule_id, made, completion_notice=row)
-    notice = completion_message(row, include_answer=channels.webhook_content)
-    if email and NotificationAttempt.Channel.EMAIL not in done:
-        send_email(row.owner, notice, record)
-    if webhook and NotificationAttempt.Channel.WEBHOOK not in done:
-        http = client or outbound.client(timeout=WEBHOOK_TIMEOUT_SECONDS)
-        try:
-            send_webhook(channels, notice, http, record, sleep, WEBHOOK_ATTEMPTS)
-        finally:
-            if client is None:
-                http.close()
-    return made
+def message(row: Notice, owner: NotificationSettings) -> Message:
+    return completion_message(row, include_answer=owner.webhook_content)
 
 
-# -- the message ----------------------------------------------------------------------------------
-
-
-def completion_message(row: CompletionNotice, *, include_answer: bool) -> Notice:
+def completion_message(row: Notice, *, include_answer: bool) -> Message:
     """Email text with the answer and a link; the webhook payload names the schedule and run and
     carries the answer only with the owner's content opt-in (`include_answer`)."""
     schedule, occurrence = row.schedule, row.occurrence
+    assert occurrence is not None and row.run_id is not None  # a completed notice names both
     run = Run.objects.filter(pk=row.run_id).first()
     zone = zoneinfo.ZoneInfo(owner_timezone(row.owner_id))
     slot = occurrence.scheduled_for.astimezone(zone)
@@ -240,4 +165,4 @@ def completion_message(row: CompletionNotice, *, include_answer: bool) -> Notice
         "test": False,
     }
     json.dumps(payload)  # fails here, not half-way through a delivery, if a value is not JSON
-    return Notice(subject=f"Completed: {schedule.title}", text="\n".join(lines), payload=payload)
+    return Message(subject=f"Completed: {schedule.title}", text="\n".join(lines), payload=payload)

@@ -1,0 +1,112 @@
+"""Writing a model step: its usage, counters and transcript in one statement while the run is
+still this attempt's; a response that came back too late, in one transaction of its own. The run
+loop (runs.runtime) decides what a step is; this module only makes it durable, atomically
+(docs/contract.md#the-run-loop, rule 4).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from accounting import ledger
+from runs.models import Run, TranscriptEntry
+from runs.signals import late_usage_recorded
+
+# One step, one statement: the ledger's CTEs, then the counters of the run and its ancestors,
+# then the transcript rows, written only if the run is still this attempt's (`ours`).
+# Everything hangs on `ours`: the run's own counters are updated only while it is still this
+# attempt's (re-checked on the row as it is when the update takes its lock, so a reaper that
+# committed meanwhile wins), and the ledger, rollups, ancestors and transcript are written only
+# if that update was. A late response writes nothing here; write_late_step records it.
+_STEP_SQL = """
+WITH ours AS (
+    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
+        cost = cost + %s, tool_calls = tool_calls + %s
+    WHERE id = %s AND status = %s AND attempt = %s::uuid
+    RETURNING id
+),
+{ledger},
+ancestors AS (
+    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
+        cost = cost + %s, tool_calls = tool_calls + %s
+    WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM ours)
+    RETURNING 1
+),
+transcript AS (
+    INSERT INTO {transcript} (run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name,
+        is_error, created_at)
+    SELECT %s, t.seq, t.step, t.role, t.content, t.tool_calls::jsonb, t.tool_call_id, t.tool_name,
+        t.is_error, %s
+    FROM unnest(%s::int[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+        %s::bool[]) AS t(seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error)
+    WHERE EXISTS (SELECT 1 FROM ours)
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM ours)
+"""
+
+
+def write_step(
+    run: Run,
+    attempt: Any,
+    ancestors: list[int],
+    call: ledger.Call,
+    tool_calls: int,
+    rows: list[TranscriptEntry],
+) -> bool:
+    """One step in one statement, if the run is still this attempt's: the ledger's
+    CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows.
+    Autocommit makes the statement its own transaction. Returns whether it was written; a late
+    response writes nothing here (see record_response)."""
+    ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
+    sql = _STEP_SQL.format(
+        ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
+    )
+    params: list[Any] = [call.cost, tool_calls, run.pk, Run.Status.RUNNING, attempt]
+    params += ledger_params
+    params += [call.cost, tool_calls, ancestors]
+    params += [run.pk, call.at]
+    params += [
+        [r.seq for r in rows],
+        [r.step for r in rows],
+        [r.role for r in rows],
+        [r.content for r in rows],
+        [json.dumps(r.tool_calls) for r in rows],
+        [r.tool_call_id for r in rows],
+        [r.tool_name for r in rows],
+        [r.is_error for r in rows],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        (on_time,) = cursor.fetchone()
+    if not on_time:
+        write_late_step(run, ancestors, call, tool_calls)
+    return bool(on_time)
+
+
+def write_late_step(run: Run, ancestors: list[int], call: ledger.Call, tool_calls: int) -> None:
+    """A response that arrived after the run stopped being this attempt's (reaped while its
+    worker was frozen, or cancelled) still cost money. In one transaction: its ledger entry and
+    rollups, the counters of the run and its ancestors, and `late_usage_recorded`, with which the
+    schedule layer writes its content-free event; so counters, ledger and accounting events agree
+    whatever happens after. Nothing else of the response is kept."""
+    with transaction.atomic():
+        ledger.record_usage(call)
+        Run.objects.filter(pk__in=[run.pk, *ancestors]).update(**_counters(call.cost, tool_calls))
+        run.refresh_from_db()
+        late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": call.cost}
+        late_usage_recorded.send(sender=Run, run=run, usage=late)
+
+
+def _counters(cost: Decimal, tool_calls: int) -> dict[str, Any]:
+    return {
+        "steps": F("steps") + 1,
+        "model_calls": F("model_calls") + 1,
+        "cost": F("cost") + cost,
+        "tool_calls": F("tool_calls") + tool_calls,
+    }
