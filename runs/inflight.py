@@ -4,15 +4,16 @@ A run spends nearly all its life waiting on its provider, so a django-q2 task is
 turn at claiming one. The tick and each new message write one task per queued run, as before;
 the task a worker takes
 
-1. waits for one of its process's RUNS_IN_FLIGHT_PER_WORKER slots (a full worker takes no more
-   tasks, so the queue still spreads work over workers and machines);
-2. claims the queued run that comes first in the fair order: the owner with the fewest runs
+1. takes the free ones of its process's RUNS_IN_FLIGHT_PER_WORKER slots, never waiting for one
+   (the worker's main thread stays free for the tick, the reaper and the notices);
+2. claims the queued runs that come first in the fair order: the owner with the fewest runs
    running first, then that owner's oldest run, so one owner's burst never starves another;
-3. drives it on a thread of its own and returns at once.
+3. drives each on a thread of its own and returns at once.
 
-There are never fewer tasks than queued runs, so every queued run is claimed. The run's thread
-gives its database connection back to the pool before each provider request and each tool
-(runs.runtime), and the process's one heartbeat thread beats for all its runs (runs.services).
+A slot that frees claims the next queued run itself, so every queued run is claimed while any
+run is in flight, whatever happened to the tasks of a full worker. The run's thread gives its
+database connection back to the pool before each provider request and each tool (runs.runtime),
+and the process's one heartbeat thread beats for all its runs (runs.services).
 A worker process that ends (recycled, or the cluster stopping) waits for its runs first: they
 are not daemon threads. One killed with them in flight stops heartbeating them, and the reaper
 fails each with `worker_lost`.
@@ -52,9 +53,6 @@ ORDER BY coalesce(r.n, 0), q.oldest
 LIMIT %s
 """  # noqa: S608 - the table name from model metadata
 CLAIMS_PER_TURN = 10  # runs one task may claim when slots are free
-# A turn waits this long for a free slot, then hands its task back to the queue: well inside
-# django-q2's task timeout, whose expiry would kill the worker with every run in flight in it.
-SLOT_WAIT_SECONDS = 300
 OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold their runs' locks)
 
 
@@ -91,21 +89,18 @@ def forget_inherited_flights() -> None:
 
 
 def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
-    """One task's turn: wait for a slot, then claim the fairest queued runs, as many as there are
-    free slots up to CLAIMS_PER_TURN, and start each on its own thread. Returns the runs started
-    (none when no queued run was left).
+    """One task's turn: claim the fairest queued runs, as many as this process has free slots
+    for (up to CLAIMS_PER_TURN), and start each on its own thread. Returns the runs started
+    (none when no slot was free or no queued run was left).
 
-    A turn never ends having used its task for nothing while runs wait: one that waits for a slot
-    longer than SLOT_WAIT_SECONDS, or fails before it claims, hands a new task to the queue
-    (`again`), so there are never fewer tasks than queued runs. Claiming several per turn spares
-    most of django-q2's cost per task when a burst is due; the turns of the runs claimed early
-    then find nothing left and end at once."""
+    It never waits for a slot: a worker's main thread stays free for the tick, the reaper and
+    the notices, however long the runs in flight take. A turn that finds every slot taken ends at
+    once; the runs it would have claimed are claimed by the runs in flight as each ends (`_fly`).
+    One that fails before it claims hands a new task to the queue (`again`). Claiming several per
+    turn spares most of django-q2's cost per task when a burst is due; the turns of the runs
+    claimed early then find nothing left and end at once."""
     mine = flights()
-    if not mine.slots.acquire(timeout=SLOT_WAIT_SECONDS):
-        if again is not None:
-            again()
-        return []
-    held = 1
+    held = 0
     while held < CLAIMS_PER_TURN and mine.slots.acquire(blocking=False):
         held += 1
     started: list[Run] = []
@@ -114,15 +109,7 @@ def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
             run = claim_next()
             if run is None:
                 break
-            with mine.lock:
-                mine.runs.add(run.pk)
-            try:
-                # Not a daemon: a worker that ends waits for its runs (multiprocessing joins them).
-                threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
-            except BaseException:
-                with mine.lock:
-                    mine.runs.discard(run.pk)
-                raise  # the claimed run is the reaper's once its heartbeat lapses
+            _start(run, mine)
             started.append(run)
     except Exception:
         logger.exception("a turn failed after claiming %d run(s)", len(started))
@@ -135,15 +122,40 @@ def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
     return started
 
 
-def _fly(run: Run, mine: _Flights) -> None:
+def _start(run: Run, mine: _Flights) -> None:
+    with mine.lock:
+        mine.runs.add(run.pk)
     try:
-        execute_run(run)
-    except BaseException:  # execute_run records a run's failures; this is ours, and is logged
-        logger.exception("run %s: its thread failed", run.pk)
-    finally:
-        connection.close()
+        # Not a daemon: a worker that ends waits for its runs (multiprocessing joins them).
+        threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
+    except BaseException:
         with mine.lock:
             mine.runs.discard(run.pk)
+        raise  # the claimed run is the reaper's once its heartbeat lapses
+
+
+def _fly(run: Run | None, mine: _Flights) -> None:
+    """Drive the run, then, in the same slot, the fairest queued run left, until none is: a slot
+    that frees takes the next run itself, without waiting for a task to arrive."""
+    try:
+        while run is not None:
+            try:
+                execute_run(run)
+            except BaseException:  # execute_run records a run's failures; this is ours, logged
+                logger.exception("run %s: its thread failed", run.pk)
+            finally:
+                with mine.lock:
+                    mine.runs.discard(run.pk)
+            try:
+                run = claim_next()
+            except Exception:
+                logger.exception("claiming the next run after %s failed", run.pk if run else None)
+                run = None
+            if run is not None:
+                with mine.lock:
+                    mine.runs.add(run.pk)
+    finally:
+        connection.close()
         mine.slots.release()
 
 

@@ -426,12 +426,18 @@ def reap(*, now: datetime | None = None, queued_tasks: Callable[[], QueuedTasks]
     long): a run behind a backlog is left alone, scheduled or interactive."""
 
     def still_waiting(queued: list[Run]) -> set[int]:
-        # Each task in the queue claims one queued run, the fairest (runs.inflight), whichever
-        # run wrote it: as many long-queued runs as there are tasks left are still waiting.
+        # A task in the queue claims the fairest queued runs, and a run in flight claims the next
+        # as it ends (runs.inflight): a long-queued run is lost only when nothing is left that
+        # would ever claim it, no task and no live run anywhere.
         if queued_tasks is None:
             return set()
         waiting = queued_tasks()
-        left = len(waiting.occurrences) + len(waiting.runs)
-        return {run.pk for run in sorted(queued, key=lambda run: run.pk)[:left]}
+        alive = Run.objects.filter(
+            status=Run.Status.RUNNING,
+            heartbeat_at__gte=(now or timezone.now()) - timedelta(seconds=settings.RUN_LEASE_SECONDS),
+        )
+        if waiting.occurrences or waiting.runs or alive.exists():
+            return {run.pk for run in queued}
+        return set()
 
     return run_services.fail_lost_runs(now=now, still_waiting=still_waiting)

@@ -429,3 +429,27 @@ def test_a_turn_that_fails_after_taking_its_task_hands_a_new_one_to_the_queue(ow
     assert all(taken)  # every slot the turn held was given back
     for _ in taken:
         slots.release()
+
+
+def test_a_full_worker_never_waits_for_a_slot_and_a_freed_slot_takes_the_next_run(owner, settings):
+    """The worker's main thread stays free for the tick and the reaper: a turn with no free slot
+    ends at once, and the run it could not claim is claimed by the run in flight as it ends."""
+    settings.RUNS_IN_FLIGHT_PER_WORKER = 1
+    inflight.forget_inherited_flights()  # this process's slots, made again at the new size
+    try:
+        agent = make_agent(model="sim-slow")
+        first, second = (start_interactive_run(owner.pk, agent, "Wait: delay=1") for _ in range(2))
+        assert [run.pk for run in inflight.take_turn()] == [first.pk]
+        began = time.monotonic()
+        assert inflight.take_turn() == []  # every slot taken: the turn ends, it does not wait
+        assert time.monotonic() - began < 0.5
+
+        def both_done() -> bool:
+            """the second run, claimed by the first's slot as it ended"""
+            return Run.objects.filter(status="completed").count() == 2
+
+        wait_for(both_done, timeout=30)
+        second.refresh_from_db()
+        assert second.started_at >= Run.objects.get(pk=first.pk).finished_at
+    finally:
+        inflight.forget_inherited_flights()
