@@ -308,7 +308,6 @@ class _Heart:
                 self.attempts.pop(attempt, None)
 
     def beat(self) -> None:
-        conn: Any = None
         try:
             while True:
                 time.sleep(settings.RUN_HEARTBEAT_SECONDS)
@@ -318,14 +317,13 @@ class _Heart:
                         self.thread = None
                         return
                 try:
-                    conn = conn or _heartbeat_connection()
-                    conn.execute(_HEARTBEAT_SQL, [attempts])
+                    # A connection of its own for each beat (one every RUN_HEARTBEAT_SECONDS),
+                    # none held between beats.
+                    with _heartbeat_connection() as conn:
+                        conn.execute(_HEARTBEAT_SQL, [attempts])
                 except Exception:  # a missed beat is retried; the lease allows several
                     logger.warning("heartbeat failed for %d run(s)", len(attempts), exc_info=True)
-                    _closed(conn)
-                    conn = None
         finally:
-            _closed(conn)
             with self.lock:
                 if self.thread is threading.current_thread():
                     self.thread = None
@@ -341,12 +339,6 @@ def _heartbeat_connection() -> Any:
     import psycopg
 
     return psycopg.connect(**connection.get_connection_params(), autocommit=True)
-
-
-def _closed(conn: Any) -> None:
-    if conn is not None:
-        with contextlib.suppress(Exception):
-            conn.close()
 
 
 _heart = _Heart()
