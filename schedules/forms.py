@@ -323,16 +323,21 @@ class LimitsForm(PydanticForm):
         )
 
 
+def _reason(label: str, help_text: str) -> forms.CharField:
+    """A required reason, in words (checked by the shared validator, so its message is the API's)."""
+    return forms.CharField(
+        label=label,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
+        help_text=help_text,
+    )
+
+
 class PinRevisionForm(LimitsForm):
     """An explicit revision: the complete RunLimits, the failure limit and a required reason;
     `request` names the owner's revision request it answers, if any."""
 
-    reason = forms.CharField(
-        label="Reason",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
-        help_text="Required. Recorded on the revision with your name and the time.",
-    )
+    reason = _reason("Reason", "Required. Recorded on the revision with your name and the time.")
     base_revision = WholeNumberField(widget=forms.HiddenInput, required=False)
     request = WholeNumberField(widget=forms.HiddenInput, required=False)
 
@@ -354,12 +359,7 @@ class PinRevisionForm(LimitsForm):
 class RevisionRequestForm(LimitsForm):
     """The owner's request: the limits they need and why (an admin decides)."""
 
-    reason = forms.CharField(
-        label="Why these limits",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
-        help_text="Required. The admin who decides reads it; say what the runs need.",
-    )
+    reason = _reason("Why these limits", "Required. The admin who decides reads it; say what the runs need.")
 
     parsed: RevisionRequestBody
 
@@ -372,12 +372,7 @@ class RevisionRequestForm(LimitsForm):
 class DeclineForm(PydanticForm):
     """Why a revision request is declined (the owner is told)."""
 
-    reason = forms.CharField(
-        label="Why it is declined",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "required": True}),
-        help_text="Required. The owner is told these words.",
-    )
+    reason = _reason("Why it is declined", "Required. The owner is told these words.")
 
     parsed: DeclineBody
 
