@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
@@ -80,13 +81,7 @@ def request_revision(
             max_consecutive_failures=data.max_consecutive_failures,
             reason=data.reason,
         )
-        RevisionRequestEvent.objects.create(
-            request=request,
-            action=RevisionRequestEvent.Action.REQUESTED,
-            actor_id=user_id_of(by),
-            via=via,
-            created_at=now,
-        )
+        _record(request, RevisionRequestEvent.Action.REQUESTED, by=by, via=via, at=now)
     return request
 
 
@@ -114,21 +109,16 @@ def pin_from_request(
         revision = pin_revision(
             schedule, data, by=by, via=via, now=now, expected_number=expected_number, request=locked
         )
-        RevisionRequest.objects.filter(pk=locked.pk).update(
+        _decide(
+            locked,
+            RevisionRequestEvent.Action.PINNED,
+            by=by,
+            via=via,
+            at=revision.created_at,
+            detail=f"revision {revision.number}",
             state=RevisionRequest.State.PINNED,
-            decided_by_id=user_id_of(by),
-            decided_at=revision.created_at,
             revision=revision,
         )
-        RevisionRequestEvent.objects.create(
-            request=locked,
-            action=RevisionRequestEvent.Action.PINNED,
-            actor_id=user_id_of(by),
-            via=via,
-            detail=f"revision {revision.number}",
-            created_at=revision.created_at,
-        )
-        decided.queue(locked)  # the owner's notice, sent once this commits
     return revision
 
 
@@ -152,19 +142,41 @@ def decline_request(
         if not locked.is_open:
             raise RequestDecided(locked)
         now = now or timezone.now()  # after the lock, so decisions follow commit order
-        RevisionRequest.objects.filter(pk=locked.pk).update(
+        _decide(
+            locked,
+            RevisionRequestEvent.Action.DECLINED,
+            by=by,
+            via=via,
+            at=now,
             state=RevisionRequest.State.DECLINED,
-            decided_by_id=user_id_of(by),
-            decided_at=now,
             decline_reason=data.reason,
         )
-        RevisionRequestEvent.objects.create(
-            request=locked,
-            action=RevisionRequestEvent.Action.DECLINED,
-            actor_id=user_id_of(by),
-            via=via,
-            created_at=now,
-        )
-        decided.queue(locked)  # the owner's notice, sent once this commits
     locked.refresh_from_db()
     return locked
+
+
+def _decide(
+    request: RevisionRequest,
+    action: str,
+    *,
+    by: AbstractBaseUser,
+    via: str,
+    at: datetime,
+    detail: str = "",
+    **decision: Any,
+) -> None:
+    """A decision, in the caller's transaction: the request's new state, its event, and the
+    owner's notice (sent once this commits)."""
+    RevisionRequest.objects.filter(pk=request.pk).update(
+        decided_by_id=user_id_of(by), decided_at=at, **decision
+    )
+    _record(request, action, by=by, via=via, at=at, detail=detail)
+    decided.queue(request)
+
+
+def _record(
+    request: RevisionRequest, action: str, *, by: AbstractBaseUser, via: str, at: datetime, detail: str = ""
+) -> None:
+    RevisionRequestEvent.objects.create(
+        request=request, action=action, actor_id=user_id_of(by), via=via, detail=detail, created_at=at
+    )
