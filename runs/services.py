@@ -273,14 +273,6 @@ def cancel_run(run: Run) -> bool:
         return finish_run(run, Outcome(status=Run.Status.CANCELLED))
 
 
-def heartbeat(attempt: uuid.UUID | list[uuid.UUID]) -> int:
-    """Every in-flight run of these attempts (a run and its delegated children) is alive."""
-    attempts = attempt if isinstance(attempt, list) else [attempt]
-    return Run.objects.filter(attempt__in=attempts, status=Run.Status.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
-
-
 class _Heart:
     """One thread per process beats for every run in flight in it: one UPDATE per beat whatever
     their number, on a connection of its own outside the pool, so a pool starved by busy runs

@@ -91,10 +91,7 @@ OCCURRENCES = Ordering(("scheduled_for", "datetime"), ("id", "int"))
 EVENTS = Ordering(("created_at", "datetime"), ("id", "int"))
 
 
-def is_admin(user: User) -> bool:
-    """docs/contract.md#people-and-permissions: an admin is staff with the pin permission, and may act on
-    any schedule."""
-    return user.is_staff and user.has_perm(services.PIN_PERMISSION)
+is_admin = services.is_admin
 
 
 def visible_schedules(user: User) -> QuerySet[ScheduleRow]:

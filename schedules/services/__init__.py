@@ -29,6 +29,7 @@ from schedules.services.definitions import (
     ScheduleLimit,
     create_policy_limits,
     create_schedule,
+    is_admin,
     pin_revision,
     update_schedule,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "create_policy_limits",
     "create_schedule",
     "decline_request",
+    "is_admin",
     "pause_for_invalid_definition",
     "pause_schedule",
     "pin_from_request",

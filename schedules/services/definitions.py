@@ -40,6 +40,14 @@ CREATE_RESERVE_TOOL_CALLS = 0
 CREATE_RESERVE_COST = Decimal("1.00")
 
 PIN_PERMISSION = tokens.PIN_PERMISSION
+
+
+def is_admin(user: Any) -> bool:
+    """docs/contract.md#people-and-permissions: an admin is staff with the pin permission, and may
+    act on any schedule (and sees every owner's runs in flight)."""
+    return bool(user.is_staff and user.has_perm(PIN_PERMISSION))
+
+
 CHAT = "chat"  # the `via` of what a model does in a conversation (schedules.tools)
 MAX_RUN_AT_AHEAD = timedelta(days=5 * 366)
 

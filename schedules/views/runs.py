@@ -15,7 +15,7 @@ from config.http import HtmxRequest
 from runs import inflight, services
 from runs.models import Conversation, Run
 from schedules import selectors
-from schedules.services import PIN_PERMISSION
+from schedules.services import is_admin
 
 
 @require_GET
@@ -43,9 +43,8 @@ def runs_in_flight(request: HtmxRequest) -> HttpResponse:
 
 
 def in_flight_context(request: HtmxRequest) -> dict[str, object]:
-    user = request.user
-    admin = user.is_staff and user.has_perm(PIN_PERMISSION)
-    return {"in_flight": inflight.in_flight(None if admin else user.pk), "in_flight_all": admin}
+    admin = is_admin(request.user)
+    return {"in_flight": inflight.in_flight(None if admin else request.user.pk), "in_flight_all": admin}
 
 
 @require_GET
