@@ -310,7 +310,7 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempt = models.UUIDField(null=True, blank=True, db_index=True)
     # Which worker process claimed it ("host:pid"): where it is in flight (runs.inflight).
-    worker = models.CharField(max_length=100, blank=True, default="")
+    worker = models.CharField(max_length=100, blank=True, default="", db_default="")
     # What its requests carry of the conversation's earlier exchanges (runs.history), chosen when
     # it is queued: how many, and whether older ones were left out by the agent's bound.
     history_sent = models.PositiveIntegerField(null=True, blank=True)
