@@ -15,6 +15,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import JSONField, Value
 
 from accounting.money import USD_PLACES, format_money, parse_money
 from accounting.timezones import default_time_zone, is_time_zone, parse_time_zone
@@ -215,15 +216,16 @@ class LedgerEntry(AppendOnlyModel):
     model = models.CharField(max_length=128)
     input_tokens = models.PositiveIntegerField()
     output_tokens = models.PositiveIntegerField()
-    cache_read_tokens = models.PositiveIntegerField(default=0)
-    cache_write_5m_tokens = models.PositiveIntegerField(default=0)
-    cache_write_1h_tokens = models.PositiveIntegerField(default=0)
-    reasoning_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0, db_default=0)
+    cache_write_5m_tokens = models.PositiveIntegerField(default=0, db_default=0)
+    cache_write_1h_tokens = models.PositiveIntegerField(default=0, db_default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0, db_default=0)
     cost = MoneyField()
     computed_cost = MoneyField(null=True, blank=True)
     reported_cost = MoneyField(null=True, blank=True)
-    charged_by_kind = models.JSONField(default=dict, blank=True)
-    prices = models.JSONField(default=dict, blank=True)
+    # Database defaults too: rows written by plain SQL (the benches' seeds) need not name them.
+    charged_by_kind = models.JSONField(default=dict, blank=True, db_default=Value({}, JSONField()))
+    prices = models.JSONField(default=dict, blank=True, db_default=Value({}, JSONField()))
 
     class Meta:
         verbose_name_plural = "ledger entries"
