@@ -7,6 +7,10 @@ reserve is active or the tool budget is exhausted, and then carries the volatile
 After each response: usage is recorded atomically (ledger entry + counters); tool calls in a
 synthesis-only turn fail closed; tool calls beyond the budget get an error result; a final
 answer completes the run.
+
+The kinds of step beside the model call live apart: the transcript entries and the history read
+back (runs.transcript), tools (runs.tools), delegation (runs.delegation), and the atomic write
+of each step (runs.steps).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounting import ledger
-from runs import bounds, outbound, pricing, services
+from runs import bounds, delegation, outbound, pricing, services, transcript
 from runs.failures import (
     BudgetExhausted,
     Diagnostics,
@@ -37,9 +41,8 @@ from runs.failures import (
     RunTimeout,
     SynthesisReserveViolation,
 )
-from runs.history import sent_exchanges
-from runs.limits import RunLimits, budget_state, tool_calls_that_fit, with_reserves
-from runs.models import Agent, Run, TranscriptEntry
+from runs.limits import RunLimits, budget_state, tool_calls_that_fit
+from runs.models import Run, TranscriptEntry
 from runs.providers import GATE_WAITED, adapter_for, backoff_delay, call_with_retries, client_for
 from runs.providers.base import (
     SYNTHESIS_INSTRUCTION,
@@ -52,18 +55,13 @@ from runs.providers.base import (
     diagnostics,
 )
 from runs.steps import write_step
-from runs.tools import Tool, ToolContext, ToolError, invoke, tools_for
+from runs.tools import Tool, ToolContext, invoke, tools_for
 
 logger = logging.getLogger(__name__)
 
 RUN_STATE = ["status", "attempt", "steps", "model_calls", "tool_calls", "cost", "synthesis_dimension"]
 # What the loop reads before each request, without building a queryset each time.
 _STATE_SQL = f"SELECT {', '.join(RUN_STATE)} FROM {Run._meta.db_table} WHERE id = %s"  # noqa: S608 - constants
-TOOL_CALL_ID_CHARS = 128  # TranscriptEntry.tool_call_id
-TOOL_NAME_CHARS = 64  # TranscriptEntry.tool_name
-TOOL_BUDGET_EXHAUSTED = (
-    "Error: the tool-call budget of this run is exhausted; answer from the evidence you have."
-)
 
 
 class _Stopped(Exception):
@@ -88,7 +86,7 @@ class _Loop:
         self.limits = self.run.run_limits
         self.tools = tools_for(self.run.agent)
         self.specs = tuple(tool.spec() for tool in self.tools)  # a JSON schema export is not free
-        self.history, self.seq = _history(self.run)
+        self.history, self.seq = transcript.read_history(self.run)
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
         self.empty_answers = 0  # empty responses in a row (record_empty)
@@ -402,8 +400,13 @@ class _Loop:
                 release_connection()
                 result, is_error = invoke(call, self.tools, self.context)
             else:
-                result, is_error = TOOL_BUDGET_EXHAUSTED, True
+                result, is_error = transcript.TOOL_BUDGET_EXHAUSTED, True
             self.add(self.entry(TranscriptEntry.Role.TOOL, step, result, call=call, is_error=is_error))
+
+    def add(self, entry: tuple[TranscriptEntry, Message]) -> None:
+        row, message = entry
+        self.unwritten.append(row)
+        self.history.append(message)
 
     def entry(
         self,
@@ -415,36 +418,11 @@ class _Loop:
         call: ToolCall | None = None,
         is_error: bool = False,
     ) -> tuple[TranscriptEntry, Message]:
-        """A transcript entry and the same message for the in-memory history."""
-        row = TranscriptEntry(
-            run=self.run,
-            seq=self.seq,
-            step=step,
-            role=role,
-            content=content,
-            tool_calls=[
-                {"id": c.id, "name": c.name, "arguments": c.raw_arguments or c.arguments} for c in tool_calls
-            ],
-            # A model may send any id or tool name; the columns are bounded, the history is not.
-            tool_call_id=call.id[:TOOL_CALL_ID_CHARS] if call else "",
-            tool_name=call.name[:TOOL_NAME_CHARS] if call else "",
-            is_error=is_error,
+        found = transcript.entry(
+            self.run, self.seq, role, step, content, tool_calls=tool_calls, call=call, is_error=is_error
         )
         self.seq += 1
-        message = Message(
-            role=role,
-            content=content,
-            tool_calls=tool_calls,
-            tool_call_id=call.id if call else "",
-            tool_name=call.name if call else "",
-            is_error=is_error,
-        )
-        return row, message
-
-    def add(self, entry: tuple[TranscriptEntry, Message]) -> None:
-        row, message = entry
-        self.unwritten.append(row)
-        self.history.append(message)
+        return found
 
     def write_transcript(self) -> None:
         """Write the transcript entries not yet written (callers hold a transaction)."""
@@ -454,73 +432,10 @@ class _Loop:
             TranscriptEntry.objects.bulk_create(self.unwritten)
         self.unwritten = []
 
-    # -- delegation ---------------------------------------------------------------------------
+    # -- delegation: its own step kind (runs.delegation) ----------------------------------------
 
     def delegate(self, *, task: str, agent_name: str | None) -> Run:
-        agent = self.run.agent
-        if agent_name and agent_name != agent.name:
-            found = Agent.objects.filter(name=agent_name, is_active=True).first()
-            if found is None:
-                raise ToolError(f"there is no active agent named {agent_name!r}")
-            agent = found
-        self.run.refresh_from_db(fields=["steps", "model_calls", "tool_calls", "cost"])
-        limits = child_limits(self.limits, self.run.usage(), agent.limits)
-        if limits is None:
-            raise ToolError("not enough budget is left outside the synthesis reserve to delegate")
-        child = services.create_run(
-            self.run.owner_id,
-            agent,
-            task,
-            conversation=self.run.conversation,
-            limits=limits,
-            kind=Run.Kind.DELEGATED,
-            parent=self.run,
-            attempt=self.run.attempt,
-        )
-        if agent.pk == self.run.agent.pk:
-            return self.run_child(child, self.client)
-        with client_for(agent) as client:
-            return self.run_child(child, client)
-
-    def run_child(self, child: Run, client: httpx.Client) -> Run:
-        """The child in this process and attempt, ending no later than this run must."""
-        return execute_run(
-            child,
-            client=client,
-            sleep=self.sleep,
-            heartbeat=False,
-            deadline=self.deadline,
-            tools_http=self.tools_http,
-        )
-
-
-def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:
-    """A delegated child's limits: no larger than what the parent has left outside its own
-    reserve (so the parent keeps its synthesis headroom), nor than the child agent's defaults.
-    The parent's reserves carry over where they still fit. None when nothing is left."""
-    available = {
-        d: parent.total(d) - used[d] - parent.reserve(d)
-        for d in ("steps", "model_calls", "tool_calls", "cost")
-    }
-    if min(available["steps"], available["model_calls"]) < 1 or available["cost"] <= 0:
-        return None
-    totals = RunLimits(
-        max_steps=int(min(defaults.max_steps, available["steps"])),
-        max_model_calls=int(min(defaults.max_model_calls, available["model_calls"])),
-        max_tool_calls=int(max(0, min(defaults.max_tool_calls, available["tool_calls"]))),
-        max_cost=min(defaults.max_cost, Decimal(available["cost"])),
-        synthesis_reserve_steps=0,
-        synthesis_reserve_model_calls=0,
-        synthesis_reserve_tool_calls=0,
-        synthesis_reserve_cost=Decimal(0),
-    )
-    return with_reserves(
-        totals,
-        steps=parent.synthesis_reserve_steps,
-        model_calls=parent.synthesis_reserve_model_calls,
-        tool_calls=parent.synthesis_reserve_tool_calls,
-        cost=parent.synthesis_reserve_cost,
-    )
+        return delegation.delegate(self, task=task, agent_name=agent_name)
 
 
 def execute_run(
@@ -583,43 +498,6 @@ def release_connection() -> None:
     takes one again. Inside a transaction (a caller's, a test's) it is kept."""
     if not connection.in_atomic_block:
         connection.close()
-
-
-def _history(run: Run) -> tuple[list[Message], int]:
-    """The earlier exchanges of the conversation chosen for this run when it was queued (prompt
-    and answer of each, runs.history), then this run's own transcript, with the number of its
-    transcript entries. The synthesis instruction is never among them."""
-    messages: list[Message] = []
-    entries = 0
-    for prompt, answer in sent_exchanges(run):
-        messages += [Message(role="user", content=prompt), Message(role="assistant", content=answer)]
-    if run.steps == 0:  # a new run's transcript is its prompt alone: no need to read it back
-        return [*messages, Message(role="user", content=run.prompt)], 1
-    rows = run.transcript.order_by("seq").values_list(
-        "role", "content", "tool_calls", "tool_call_id", "tool_name", "is_error"
-    )  # plain tuples: a long transcript is read without a model instance per entry
-    for role, content, tool_calls, tool_call_id, tool_name, is_error in rows:
-        entries += 1
-        calls = tuple(
-            ToolCall(
-                id=c["id"],
-                name=c["name"],
-                arguments=c["arguments"] if isinstance(c["arguments"], dict) else None,
-                raw_arguments=c["arguments"] if isinstance(c["arguments"], str) else "",
-            )
-            for c in tool_calls
-        )
-        messages.append(
-            Message(
-                role=role,
-                content=content,
-                tool_calls=calls,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                is_error=is_error,
-            )
-        )
-    return messages, entries
 
 
 def _read_state(run: Run) -> bool:

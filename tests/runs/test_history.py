@@ -17,8 +17,8 @@ from runs import conversations
 from runs.history import earlier_exchanges, estimate_tokens
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.providers import simulated
-from runs.runtime import _history
 from runs.services import claim_run
+from runs.transcript import read_history as _history
 from tests.factories import chat, limits, make_assistant
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,8 @@ from django.conf import settings
 from accounting.models import LedgerEntry
 from runs.models import Run, TranscriptEntry
 from runs.providers.base import SYNTHESIS_INSTRUCTION
-from runs.runtime import TOOL_BUDGET_EXHAUSTED, execute_run
+from runs.runtime import execute_run
+from runs.transcript import TOOL_BUDGET_EXHAUSTED
 from tests.factories import limits, make_schedule, materialize
 from tests.runs.wire import (
     ANTHROPIC,
