@@ -8,7 +8,7 @@ import zoneinfo
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 
@@ -52,7 +52,19 @@ def _text(label: str, *, help_text: str = "", **attrs: Any) -> forms.CharField:
 
 
 class PydanticForm(forms.Form):
-    """A form whose rules live in a pydantic model; errors land on the field they name."""
+    """A form whose rules live in a pydantic model; errors land on the field they name. A form that
+    names its `validator` is checked by it on clean, with the `body` it builds from its fields."""
+
+    validator: ClassVar[Any] = None  # staticmethod(one of the shared parse_* validators)
+
+    def body(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        return cleaned
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.validator is not None:
+            self.parse(self.validator, self.body(cleaned))
+        return cleaned
 
     def add_field_errors(self, fields: dict[str, str]) -> None:
         for name, message in fields.items():
@@ -342,6 +354,7 @@ class PinRevisionForm(LimitsForm):
     request = WholeNumberField(widget=forms.HiddenInput, required=False)
 
     parsed: ExplicitRevision
+    validator = staticmethod(parse_explicit)
 
     @classmethod
     def initial_for(cls, revision: ScheduleRevision) -> dict[str, Any]:
@@ -350,11 +363,6 @@ class PinRevisionForm(LimitsForm):
             "base_revision": revision.number,
         }
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        self.parse(parse_explicit, self.body(cleaned))
-        return cleaned
-
 
 class RevisionRequestForm(LimitsForm):
     """The owner's request: the limits they need and why (an admin decides)."""
@@ -362,11 +370,7 @@ class RevisionRequestForm(LimitsForm):
     reason = _reason("Why these limits", "Required. The admin who decides reads it; say what the runs need.")
 
     parsed: RevisionRequestBody
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        self.parse(parse_revision_request, self.body(cleaned))
-        return cleaned
+    validator = staticmethod(parse_revision_request)
 
 
 class DeclineForm(PydanticForm):
@@ -375,11 +379,10 @@ class DeclineForm(PydanticForm):
     reason = _reason("Why it is declined", "Required. The owner is told these words.")
 
     parsed: DeclineBody
+    validator = staticmethod(parse_decline)
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        self.parse(parse_decline, {"reason": cleaned.get("reason", "")})
-        return cleaned
+    def body(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        return {"reason": cleaned.get("reason", "")}
 
 
 def _number(value: str) -> int | str:

@@ -1,8 +1,7 @@
-"""What every HTTP adapter does the same way: post the request, read the body defensively,
-classify a failure (docs/contract.md#providers-and-failures), and hand a 200 to the provider's own `parse`.
-                                    # Each provider's file
-holds only what differs: its endpoint and headers, how a request is written, how a response is
-read."""
+"""What every HTTP adapter does the same way: post the request, read the body defensively, classify a
+failure (docs/contract.md#providers-and-failures), and hand a 200 to the provider's own `parse`. Each
+provider's file holds only what differs: its endpoint and headers, how a request is written, how a
+response is read. Retries are runs.providers.retry's; the shared parsing is runs.providers.parsing's."""
 
 from __future__ import annotations
 
