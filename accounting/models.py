@@ -19,6 +19,7 @@ from django.db.models import JSONField, Value
 
 from accounting.money import USD_PLACES, format_money, parse_money
 from accounting.timezones import default_time_zone, is_time_zone, parse_time_zone
+from accounting.tokens import InputByKind
 
 
 class MoneyFormField(forms.CharField):
@@ -197,7 +198,7 @@ class OwnerBudget(models.Model):
         return Decimal(settings.SCHEDULE_COST_CEILING)
 
 
-class LedgerEntry(AppendOnlyModel):
+class LedgerEntry(InputByKind, AppendOnlyModel):
     """One provider call's usage and cost, as the provider bills it (docs/contract.md#dollars-as-billed).
     Content-free; outlives the run and its conversation.
 
@@ -245,15 +246,6 @@ class LedgerEntry(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} USD {self.cost} (run {self.run_id})"
-
-    @property
-    def uncached_input_tokens(self) -> int:
-        return (
-            self.input_tokens
-            - self.cache_read_tokens
-            - self.cache_write_5m_tokens
-            - self.cache_write_1h_tokens
-        )
 
     @property
     def reported_differs(self) -> bool:

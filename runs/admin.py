@@ -72,6 +72,17 @@ def _price_field(kind: str) -> MoneyFormField:
     )
 
 
+# What an agent does once it runs: the form's fields and the admin's "Behaviour" section.
+BEHAVIOUR_FIELDS = (
+    "system_prompt",
+    "tools",
+    "default_limits",
+    "cost_limit",
+    "history_turns",
+    "history_tokens",
+)
+
+
 class AgentForm(ModelForm):  # type: ignore[type-arg]
     """An agent, with its own prices per kind of token as one field each (stored together in
     `prices`). All blank: the price catalogue's prices for its provider and model; the model's
@@ -92,12 +103,7 @@ class AgentForm(ModelForm):  # type: ignore[type-arg]
             "model",
             "base_url",
             "api_key_setting",
-            "system_prompt",
-            "tools",
-            "default_limits",
-            "cost_limit",
-            "history_turns",
-            "history_tokens",
+            *BEHAVIOUR_FIELDS,
             "is_active",
         )
 
@@ -186,16 +192,7 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ),
         (
             "Behaviour",
-            {
-                "fields": (
-                    "system_prompt",
-                    "tools",
-                    "default_limits",
-                    "cost_limit",
-                    "history_turns",
-                    "history_tokens",
-                )
-            },
+            {"fields": BEHAVIOUR_FIELDS},
         ),
     )
 

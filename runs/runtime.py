@@ -408,19 +408,9 @@ class _Loop:
         self.unwritten.append(row)
         self.history.append(message)
 
-    def entry(
-        self,
-        role: str,
-        step: int,
-        content: str,
-        *,
-        tool_calls: tuple[ToolCall, ...] = (),
-        call: ToolCall | None = None,
-        is_error: bool = False,
-    ) -> tuple[TranscriptEntry, Message]:
-        found = transcript.entry(
-            self.run, self.seq, role, step, content, tool_calls=tool_calls, call=call, is_error=is_error
-        )
+    def entry(self, role: str, step: int, content: str, **about: Any) -> tuple[TranscriptEntry, Message]:
+        """The next transcript entry (transcript.entry: its tool calls, the call it answers)."""
+        found = transcript.entry(self.run, self.seq, role, step, content, **about)
         self.seq += 1
         return found
 

@@ -51,6 +51,13 @@ def _text(label: str, *, help_text: str = "", **attrs: Any) -> forms.CharField:
     )
 
 
+def _offer_agents(form: forms.Form, agents: list[str]) -> None:
+    """The agent select offers the active agents by name."""
+    widget = form.fields["agent"].widget
+    assert isinstance(widget, forms.Select)
+    widget.choices = [(name, name) for name in agents]
+
+
 class PydanticForm(forms.Form):
     """A form whose rules live in a pydantic model; errors land on the field they name. A form that
     names its `validator` is checked by it on clean, with the `body` it builds from its fields."""
@@ -126,9 +133,7 @@ class ScheduleCreateForm(PydanticForm):
 
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        widget = self.fields["agent"].widget
-        assert isinstance(widget, forms.Select)
-        widget.choices = [(name, name) for name in agents]
+        _offer_agents(self, agents)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -223,9 +228,7 @@ class ConversationForm(MessageForm):
 
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        widget = self.fields["agent"].widget
-        assert isinstance(widget, forms.Select)
-        widget.choices = [(name, name) for name in agents]
+        _offer_agents(self, agents)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

@@ -175,13 +175,17 @@ def _schedule_create(turn: _Turn, arguments: Any) -> dict[str, Any]:
     return _call(turn, "schedule_create", values)
 
 
+def _when_and_what(turn: _Turn, match: re.Match[str]) -> tuple[tuple[int, int] | None, str, str]:
+    """The time of day the words name, and the title and prompt the rest of the message makes."""
+    rest = (turn.text[: match.start()] + " " + turn.text[match.end() :]).strip()
+    return (_hour_minute(match), *_subject(rest))
+
+
 def _recurring(turn: _Turn) -> dict[str, Any] | None:
     match = _RECURRING.search(turn.text)
     if match is None:
         return None
-    at = _hour_minute(match)
-    rest = (turn.text[: match.start()] + " " + turn.text[match.end() :]).strip()
-    title, prompt = _subject(rest)
+    at, title, prompt = _when_and_what(turn, match)
 
     def arguments(now: datetime, zone: str) -> dict[str, Any] | None:
         if at is None:
@@ -197,9 +201,7 @@ def _one_time(turn: _Turn) -> dict[str, Any] | None:
     match = on_date or tomorrow
     if match is None:
         return None
-    at = _hour_minute(match)
-    rest = (turn.text[: match.start()] + " " + turn.text[match.end() :]).strip()
-    title, prompt = _subject(rest)
+    at, title, prompt = _when_and_what(turn, match)
 
     def arguments(now: datetime, zone: str) -> dict[str, Any] | None:
         if at is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from accounting.tokens import InputByKind
 from runs.failures import Diagnostics
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_.\-:/\[\]]{1,64}")
@@ -80,7 +81,7 @@ class ModelRequest:
 
 
 @dataclass(frozen=True)
-class Usage:
+class Usage(InputByKind):
     """What one call used, by the kinds providers bill apart (docs/contract.md#usage-by-kind).
     `input_tokens` is all input, and the cache counts are parts of it; `output_tokens` is all output,
     reasoning included. `reported_cost`: what the provider says it charged (OpenRouter)."""
@@ -92,19 +93,6 @@ class Usage:
     cache_write_1h_tokens: int = 0
     reasoning_tokens: int = 0
     reported_cost: Decimal | None = None
-
-    @property
-    def uncached_input_tokens(self) -> int:
-        return (
-            self.input_tokens
-            - self.cache_read_tokens
-            - self.cache_write_5m_tokens
-            - self.cache_write_1h_tokens
-        )
-
-    @property
-    def cache_write_tokens(self) -> int:
-        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
 
 
 @dataclass(frozen=True)

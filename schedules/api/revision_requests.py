@@ -101,6 +101,11 @@ def _rows() -> QuerySet[RevisionRequestRow]:
     return RevisionRequestRow.objects.select_related("requested_by", "decided_by", "revision")
 
 
+def _decidable_by(user: User) -> QuerySet[RevisionRequestRow]:
+    """An admin decides every owner's requests; staff holding the pin permission alone, their own."""
+    return _rows() if is_admin(user) else _rows().filter(schedule__owner_id=user.pk)
+
+
 def _deciding(request: HttpRequest) -> User:
     """The token's user, who must hold the pin permission (checked before the body: a 403)."""
     user = user_of(request)
@@ -152,7 +157,7 @@ def list_revision_requests(
     limit: int = Limit,
 ) -> RevisionRequestPage:
     user = _deciding(request)
-    rows = _rows() if is_admin(user) else _rows().filter(schedule__owner_id=user.pk)
+    rows = _decidable_by(user)
     if state is not None:
         rows = rows.filter(state=state)
     items, next_url = paginate(request, rows, QUEUE, cursor=cursor, limit=limit, render=request_of)
@@ -177,7 +182,7 @@ def list_revision_requests(
 )
 def decide_revision_request(request: HttpRequest, request_id: int) -> RevisionRequest:
     user = _deciding(request)
-    rows = _rows() if is_admin(user) else _rows().filter(schedule__owner_id=user.pk)
+    rows = _decidable_by(user)
     asked = get_object_or_404(rows, pk=request_id)
     decision = parse_decision(json_object(request))
     if decision.decision == "pin":

@@ -1,5 +1,9 @@
 """The routes of docs/contract.md#json-api. Each handler parses input, checks scope and ownership, calls
-one service and renders: no transition is implemented here."""
+one service and renders: no transition is implemented here.
+
+Each route's decorator is its entry in the served OpenAPI schema (its answers, summary, scope and
+words) and repeats the shape of its neighbours on purpose: a route table reads better whole than
+built by a helper that hides which answers a route gives."""
 
 from __future__ import annotations
 
