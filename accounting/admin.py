@@ -9,10 +9,11 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from accounting import alerts
 from accounting.models import AccountingEvent, OwnerBudget, Reservation
 from accounting.numbers import WholeNumberField
 
@@ -97,6 +98,14 @@ class OwnerBudgetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_select_related = ("owner",)
     search_fields = ("owner__username",)
     autocomplete_fields = ("owner",)
+    # The owner chooses their alert thresholds (settings page, API), validated there.
+    exclude = ("alert_thresholds",)
+
+    def save_model(self, request: HttpRequest, obj: OwnerBudget, form: Any, change: bool) -> None:
+        """A ceiling raised mid-period re-arms the alert thresholds now above the level."""
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            alerts.rearm(obj.owner_id)
 
 
 @admin.register(Reservation)

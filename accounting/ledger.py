@@ -224,6 +224,13 @@ def reserve_many(
             )
         )
     _insert_reservations(rows)
+    # Threshold alerts are judged here too, under the same locks (accounting.alerts).
+    from accounting import alerts  # alerts reads the ledger's summaries: imported late, one way
+
+    admitted_owners = {row.owner_id for row in rows}
+    for budget in budgets:
+        if budget.owner_id in admitted_owners:
+            alerts.judge(budget.owner_id, summaries[budget.owner_id], alerts.thresholds_of(budget), now=now)
     return refusals
 
 

@@ -111,6 +111,10 @@ def validate_timezone(value: str) -> None:
         raise ValidationError(f"{str(value)[:64]!r} is not an IANA time zone (for example Europe/Riga).")
 
 
+def default_alert_thresholds() -> list[int]:
+    return [50, 80, 100]
+
+
 class OwnerBudget(models.Model):
     """One row per owner: the time zone budget days are counted in, and ceiling overrides.
 
@@ -139,6 +143,9 @@ class OwnerBudget(models.Model):
         blank=True,
         help_text="Shortest interval between fires of a schedule made in chat, minutes; blank = setting.",
     )
+    # Percentages of the daily and monthly ceilings the owner is told about on crossing
+    # (accounting.alerts; docs/contract.md#money-the-owner-sees-coming).
+    alert_thresholds = models.JSONField(default=default_alert_thresholds, db_default=[50, 80, 100])
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -374,3 +381,38 @@ class AccountingEvent(AppendOnlyModel):
     @property
     def failure(self) -> dict[str, Any] | None:
         return self.payload.get("failure")  # type: ignore[no-any-return]
+
+
+class BudgetAlert(models.Model):
+    """A threshold of a ceiling crossed in a period (accounting.alerts): one row per owner, period,
+    period start and threshold, so fifty runs crossing together record it once. Written with the
+    notice that tells the owner; a raised ceiling re-arms the rows above the new level (`rearmed_at`)."""
+
+    class Period(models.TextChoices):
+        DAY = "day"
+        MONTH = "month"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    period = models.CharField(max_length=8, choices=Period.choices)
+    period_start = models.DateField(help_text="The owner-local day, or the first day of the month.")
+    threshold = models.PositiveSmallIntegerField()
+    ceiling = MoneyField(help_text="The ceiling in force when it was crossed, USD.")
+    level = MoneyField(help_text="Spent + open reservations when it was crossed, USD.")
+    created_at = models.DateTimeField()
+    # The thresholds one judgement recorded share it: their one notice names them all.
+    batch = models.UUIDField()
+    # Set when a raised ceiling put the threshold above the level again: it may be crossed anew.
+    rearmed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-threshold"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "period", "period_start", "threshold"],
+                condition=models.Q(rearmed_at__isnull=True),
+                name="budget_alert_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.threshold} % of the {self.period} ceiling ({self.period_start})"

@@ -19,9 +19,17 @@ from django.db.models.functions import TruncDate
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounting import ledger, rollups
+from accounting import alerts, ledger, rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
-from accounting.models import LedgerEntry, OwnerBudget, Reservation, SpendRollup, UsageRollup, owner_zone
+from accounting.models import (
+    BudgetAlert,
+    LedgerEntry,
+    OwnerBudget,
+    Reservation,
+    SpendRollup,
+    UsageRollup,
+    owner_zone,
+)
 from accounting.timezones import default_time_zone, is_time_zone
 
 
@@ -42,6 +50,16 @@ def request_summary(request: HttpRequest) -> ledger.BudgetSummary:
     if cached is None:
         cached = ledger.summarize(_signed_in(request), budget=request_budget(request))
         request._budget_summary = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def request_alerts(request: HttpRequest) -> list[BudgetAlert]:
+    """The thresholds the signed-in owner crossed this day and month (accounting.alerts), read once
+    per request: the top bar and the budget page show the same."""
+    cached: list[BudgetAlert] | None = getattr(request, "_budget_alerts", None)
+    if cached is None:
+        cached = alerts.crossed(_signed_in(request), request_summary(request))
+        request._budget_alerts = cached  # type: ignore[attr-defined]
     return cached
 
 

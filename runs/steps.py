@@ -7,15 +7,18 @@ loop (runs.runtime) decides what a step is; this module only makes it durable, a
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F
 
-from accounting import ledger
+from accounting import alerts, ledger
 from runs.models import Run, TranscriptEntry
 from runs.signals import late_usage_recorded
+
+logger = logging.getLogger(__name__)
 
 # One step, one statement: the ledger's CTEs, then the counters of the run and its ancestors,
 # then the transcript rows, written only if the run is still this attempt's (`ours`).
@@ -86,6 +89,7 @@ def write_step(
         (on_time,) = cursor.fetchone()
     if not on_time:
         write_late_step(run, ancestors, call, tool_calls)
+    judge_alerts(call)
     return bool(on_time)
 
 
@@ -101,6 +105,17 @@ def write_late_step(run: Run, ancestors: list[int], call: ledger.Call, tool_call
         run.refresh_from_db()
         late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": call.cost}
         late_usage_recorded.send(sender=Run, run=run, usage=late)
+
+
+def judge_alerts(call: ledger.Call) -> None:
+    """After a charge: has the owner's spend crossed an alert threshold (accounting.alerts)? An
+    alert that cannot be judged is logged; it never fails the run that paid."""
+    if call.cost <= 0:
+        return
+    try:
+        alerts.judge_owner(call.owner_id)
+    except Exception:
+        logger.exception("judging budget alerts for owner %s failed", call.owner_id)
 
 
 def _counters(cost: Decimal, tool_calls: int) -> dict[str, Any]:

@@ -11,8 +11,10 @@ class SchedulesConfig(AppConfig):
     verbose_name = "Schedules"
 
     def ready(self) -> None:
+        from accounting.signals import thresholds_crossed
         from runs.signals import late_usage_recorded, run_claimed, run_finished
         from schedules import checks  # noqa: F401  (registers the system checks)
+        from schedules.notices import budget
         from schedules.tasks import ensure_periodic_tasks
         from schedules.tools import register_schedule_tools
 
@@ -20,6 +22,7 @@ class SchedulesConfig(AppConfig):
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
         run_finished.connect(_queue_completion_notice, dispatch_uid="schedules.queue_completion_notice")
         late_usage_recorded.connect(_record_late_usage, dispatch_uid="schedules.record_late_usage")
+        thresholds_crossed.connect(budget.queue, dispatch_uid="schedules.queue_budget_notice")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
 

@@ -58,6 +58,8 @@ def insert_cte(name: str, rows: Rows) -> tuple[str, list[Any]]:
             selected.append(f'u."{column}"')
         elif model_field.primary_key:
             continue  # the identity default
+        elif not model_field.has_default() and model_field.has_db_default():
+            continue  # the column's database default
         else:
             selected.append("%s::jsonb" if _is_json(model_field) else "%s")
             constants.append(_prepared(model_field, model_field.get_default()))

@@ -31,6 +31,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from accounting import ledger
+from accounting.selectors import cost_this_month, owner_timezone
 from runs import services as run_services
 from runs import titles
 from runs.limits import InvalidLimits, RunLimits, validate_limits
@@ -38,6 +39,7 @@ from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.runtime import execute_run
 from schedules import bulk, recurrence
 from schedules.models import Occurrence, Schedule, ScheduleRevision
+from schedules.notices import capped as capped_notice
 from schedules.services import complete_schedules, pause_for_invalid_definition
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,7 @@ def materialize_due(
                 except Exception as exc:  # one poison schedule must not stop the tick
                     logger.exception("planning schedule %s failed", schedule.pk)
                     broken.append((schedule, f"internal error ({type(exc).__name__})"))
+            _skip_over_cap(plans, now=now)
             try:
                 with transaction.atomic():
                     _write(plans, now=now, enqueue=enqueue, report=report)
@@ -163,7 +166,7 @@ class _Plan:
     schedule: Schedule
     missed: list[datetime]
     run_slot: datetime | None  # the newest due slot, if within its grace window
-    skip: bool  # the previous run is still in flight
+    skip: str  # why that slot is skipped (Occurrence.SkipReason), or "" when it runs
     following: datetime | None
     max_cost: Decimal  # what admission reserves
 
@@ -212,7 +215,7 @@ def _plan(schedule: Schedule, *, now: datetime, in_flight: bool) -> _Plan:
         schedule=schedule,
         missed=slots if late else slots[:-1],
         run_slot=None if late else newest,
-        skip=in_flight,
+        skip=Occurrence.SkipReason.OVERLAP if in_flight else "",
         following=following,
         max_cost=limits.max_cost,
     )
@@ -240,14 +243,47 @@ def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickR
     enqueued = [s.occurrence_id for s in slots if s.run_id in admitted]
     enqueue(enqueued)
     _set_column(Schedule, "next_occurrence_at", {p.schedule.pk: p.following for p in plans})
-    missed_one_time = [
-        p.schedule for p in plans if p.schedule.kind == Schedule.Kind.ONE_TIME and p.run_slot is None
-    ]
-    complete_schedules(missed_one_time, now=now, detail="its only slot was missed")
+    one_time = [p for p in plans if p.schedule.kind == Schedule.Kind.ONE_TIME]
+    complete_schedules(
+        [p.schedule for p in one_time if p.run_slot is None], now=now, detail="its only slot was missed"
+    )
+    complete_schedules(
+        [p.schedule for p in one_time if p.skip == Occurrence.SkipReason.MONTHLY_CAP],
+        now=now,
+        detail="its only slot was skipped at its monthly cap",
+    )
     report.enqueued += enqueued
     report.missed += sum(len(p.missed) for p in plans)
     report.skipped += sum(1 for p in plans if p.run_slot is not None and p.skip)
+    _tell_capped(plans, now=now)
     report.refused += len(slots) - len(admitted)
+
+
+def _skip_over_cap(plans: list[_Plan], *, now: datetime) -> None:
+    """A slot that would take its schedule's spend this month (owner's zone) plus its `max_cost`
+    strictly above the revision's monthly cap is skipped, `monthly_cap`
+    (docs/contract.md#monthly-cap-per-schedule).
+    No reservation of the schedule's is open here: one in flight makes the slot an overlap skip, and
+    the tick holds the schedule's row. One query per owner with capped schedules due."""
+    capped = [p for p in plans if p.run_slot is not None and not p.skip and p.schedule.revision.monthly_cap]
+    by_owner: dict[int, list[_Plan]] = {}
+    for plan in capped:
+        by_owner.setdefault(plan.schedule.owner_id, []).append(plan)
+    for owner_id, owned in by_owner.items():
+        spent = cost_this_month(owner_id, [p.schedule.pk for p in owned], owner_timezone(owner_id), now=now)
+        for plan in owned:
+            cap = plan.schedule.revision.monthly_cap
+            assert cap is not None
+            if spent.get(plan.schedule.pk, Decimal(0)) + plan.max_cost > cap:
+                plan.skip = Occurrence.SkipReason.MONTHLY_CAP
+
+
+def _tell_capped(plans: list[_Plan], *, now: datetime) -> None:
+    """The month's first monthly-cap skip of each schedule is told (schedules.notices.capped)."""
+    for plan in plans:
+        if plan.run_slot is not None and plan.skip == Occurrence.SkipReason.MONTHLY_CAP:
+            occurrence = Occurrence.objects.get(schedule_id=plan.schedule.pk, scheduled_for=plan.run_slot)
+            capped_notice.queue(occurrence, owner_id=plan.schedule.owner_id, now=now)
 
 
 def _runnable(plans: list[_Plan]) -> list[tuple[_Plan, datetime]]:
@@ -255,11 +291,10 @@ def _runnable(plans: list[_Plan]) -> list[tuple[_Plan, datetime]]:
 
 
 def _not_run(plans: list[_Plan]) -> list[tuple[_Plan, datetime, str]]:
-    """The slots recorded without a run: missed ones, and one skipped while a run is in flight."""
-    missed = [(p, slot, Occurrence.Outcome.MISSED) for p in plans for slot in p.missed[-MAX_MISSED_RECORDED:]]
-    skipped = [
-        (p, p.run_slot, Occurrence.Outcome.SKIPPED) for p in plans if p.run_slot is not None and p.skip
-    ]
+    """The slots recorded without a run, with why one was skipped: missed ones (no reason), and one
+    skipped while a run is in flight or at the monthly cap."""
+    missed = [(p, slot, "") for p in plans for slot in p.missed[-MAX_MISSED_RECORDED:]]
+    skipped = [(p, p.run_slot, p.skip) for p in plans if p.run_slot is not None and p.skip]
     return [*missed, *skipped]
 
 
@@ -299,7 +334,10 @@ def _insert(plans: list[_Plan]) -> list[_Slot]:
             "schedule_id": [p.schedule.pk for p, _, _ in not_run],
             "scheduled_for": [slot for _, slot, _ in not_run],
             "revision_id": [p.schedule.revision.pk for p, _, _ in not_run],
-            "outcome": [outcome for _, _, outcome in not_run],
+            "outcome": [
+                Occurrence.Outcome.SKIPPED if why else Occurrence.Outcome.MISSED for _, _, why in not_run
+            ],
+            "skip_reason": [why for _, _, why in not_run],
             "created_at": [created] * len(not_run),
         },
     )

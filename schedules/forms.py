@@ -4,14 +4,18 @@ The Django fields here only carry values and widgets."""
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from collections.abc import Callable
 from datetime import datetime
+from decimal import Decimal
 from functools import cache
 from typing import Any, ClassVar
 
 from django import forms
 
+from accounting import alerts
+from accounting.money import format_money, parse_money
 from accounting.numbers import WholeNumberField, signed_whole_number
 from runs import conversations
 from runs.limits import LIMIT_FIELDS, LIMIT_LABELS, InvalidLimits, RunLimits, validate_limits
@@ -249,6 +253,9 @@ class CompletionSettingsForm(PydanticForm):
     webhook_content = forms.BooleanField(
         label="Include the answer in webhook notices (content leaves this product)", required=False
     )
+    completion_only_changed = forms.BooleanField(
+        label="Only when the answer changed from the schedule's previous run", required=False
+    )
 
 
 COMPLETION_CHOICES = [("", "Follow my settings"), ("on", "Always tell me"), ("off", "Never tell me")]
@@ -292,6 +299,14 @@ class LimitsForm(PydanticForm):
     max_consecutive_failures = _text(
         FAILURE_LIMIT_LABEL, inputmode="numeric", autocomplete="off", size="8", help_text=FAILURE_LIMIT_HELP
     )
+    monthly_cap = _text(
+        "Monthly cap (USD)",
+        inputmode="decimal",
+        autocomplete="off",
+        size="10",
+        help_text="What the schedule may spend in a calendar month; a run that would cross it is skipped, "
+        "not failed. Empty: no cap. At least the cost limit of one run.",
+    )
 
     def __init__(self, *args: Any, current: ScheduleRevision | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -302,12 +317,25 @@ class LimitsForm(PydanticForm):
                     self.fields[name].widget.attrs["placeholder"] = str(value)
 
     @staticmethod
-    def values_of(limits: dict[str, Any], failure_limit: int) -> dict[str, str]:
+    def values_of(
+        limits: dict[str, Any], failure_limit: int, monthly_cap: Decimal | None = None
+    ) -> dict[str, str]:
         """Initial values from stored limits (a revision's or a request's)."""
         return {
             **{name: str(limits[name]) for name in LIMIT_FIELDS if name in limits},
             "max_consecutive_failures": str(failure_limit),
+            "monthly_cap": format_money(monthly_cap) if monthly_cap is not None else "",
         }
+
+    def typed_cap(self) -> Decimal | None:
+        """The monthly cap as typed, when it is a valid amount (the replay shows what it would have
+        skipped); None when empty, unbound or invalid."""
+        if not self.is_bound:
+            return None
+        try:
+            return parse_money((self.data.get("monthly_cap") or "").strip(), "monthly_cap") or None
+        except ValueError:
+            return None
 
     def dimension_rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField, str]]:
         """(dimension, its limit, its reserve, the unit) for a table of aligned inputs."""
@@ -335,7 +363,7 @@ class LimitsForm(PydanticForm):
                 "max_consecutive_failures": _number(cleaned.get("max_consecutive_failures", "")),
                 "reason": cleaned.get("reason", ""),
             }
-        )
+        ) | {"monthly_cap": (cleaned.get("monthly_cap") or "").strip() or None}  # empty: no cap
 
 
 def _reason(label: str, help_text: str) -> forms.CharField:
@@ -362,7 +390,7 @@ class PinRevisionForm(LimitsForm):
     @classmethod
     def initial_for(cls, revision: ScheduleRevision) -> dict[str, Any]:
         return {
-            **cls.values_of(revision.limits, revision.max_consecutive_failures),
+            **cls.values_of(revision.limits, revision.max_consecutive_failures, revision.monthly_cap),
             "base_revision": revision.number,
         }
 
@@ -411,3 +439,36 @@ class NotificationSettingsForm(PydanticForm):
         ),
         help_text="https:// only (plain http is accepted for localhost while developing).",
     )
+
+
+class ChatSettingsForm(forms.Form):
+    """Whether a schedule the assistant proposes in chat waits for the owner's confirmation
+    (docs/contract.md#confirm-before-chat-creates-a-schedule)."""
+
+    confirm_chat_schedules = forms.BooleanField(
+        label="Ask me to confirm schedules the assistant proposes in chat", required=False
+    )
+
+
+class AlertThresholdsForm(forms.Form):
+    """The owner's alert thresholds as typed: whole percentages separated by commas or spaces."""
+
+    thresholds = forms.CharField(
+        label="Tell me when spend reaches these percentages of a ceiling",
+        required=False,
+        max_length=100,
+        help_text="Up to five whole numbers from 1 to 100, such as 50, 80, 100. Empty: no alerts.",
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "off", "size": "20"}),
+    )
+
+    parsed: list[int]
+
+    def clean_thresholds(self) -> str:
+        text = self.cleaned_data.get("thresholds") or ""
+        words = [w for w in re.split(r"[\s,;]+", text.replace("%", " ")) if w]
+        numbers: list[Any] = [int(w) if w.isascii() and w.isdigit() else w for w in words]
+        try:
+            self.parsed = alerts.parse_thresholds(numbers)
+        except alerts.InvalidThresholds as exc:
+            raise forms.ValidationError(str(exc)[:1].upper() + str(exc)[1:] + ".") from None
+        return text

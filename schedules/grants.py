@@ -77,6 +77,11 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         # Owners ask for limits and admins decide; a deleted schedule takes its requests along.
         "schedules_revisionrequest": FULL,
         "schedules_revisionrequestevent": ("SELECT", "INSERT", "DELETE"),
+        # Chat proposals: confirmed or declined here (a row lock), deleted with their conversation.
+        "schedules_proposal": FULL,
+        # Budget alerts: judged at an interactive run's admission here, re-armed when an admin raises
+        # a ceiling; a deleted user takes theirs.
+        "accounting_budgetalert": ("SELECT", "INSERT", "UPDATE (rearmed_at)", "DELETE"),
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": APPEND,
@@ -100,6 +105,10 @@ ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         # The notices outbox: written with what it tells, marked claimed and sent by `notify`.
         "schedules_notice": (*APPEND, "UPDATE (notify_claimed_at, notified_at)"),
         "schedules_revisionrequest": READ,
+        # The schedule.create chat tool proposes; the reaper records expiries.
+        "schedules_proposal": WRITE,
+        # Budget alerts judged at each admission and after each charge.
+        "accounting_budgetalert": APPEND,
         "accounting_ownerbudget": WRITE,
         "accounting_reservation": WRITE,
         "django_q_ormq": FULL,

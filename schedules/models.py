@@ -10,7 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
-from accounting.models import AccountingEvent, AppendOnlyModel
+from accounting.models import AccountingEvent, AppendOnlyModel, BudgetAlert, MoneyField
+from accounting.money import format_money
 from runs.limits import RunLimits
 from runs.models import Agent, Run
 from schedules import recurrence
@@ -128,6 +129,9 @@ class ScheduleRevision(AppendOnlyModel):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
     limits = models.JSONField()
     max_consecutive_failures = models.PositiveIntegerField()
+    # What the schedule may spend in the owner's calendar month, USD; null: no cap. Pinned like a
+    # limit, beside RunLimits (docs/contract.md#monthly-cap-per-schedule).
+    monthly_cap = MoneyField(null=True, blank=True)
     # A revision written in chat names the conversation and run whose tool call wrote it. Plain
     # ids, not foreign keys: deleting the conversation must not rewrite an append-only revision.
     conversation_id = models.BigIntegerField(
@@ -195,10 +199,15 @@ class Occurrence(models.Model):
         MISSED = "missed"
         SKIPPED = "skipped"
 
+    class SkipReason(models.TextChoices):
+        OVERLAP = "overlap", "the previous run was still in flight"
+        MONTHLY_CAP = "monthly_cap", "it would have crossed the schedule's monthly cap"
+
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="occurrences")
     scheduled_for = models.DateTimeField()
     revision = models.ForeignKey(ScheduleRevision, on_delete=models.CASCADE, related_name="occurrences")
     outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    skip_reason = models.CharField(max_length=16, choices=SkipReason.choices, blank=True, db_default="")
     run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     # Set by the worker that claims the occurrence; its run carries the same attempt id.
     attempt = models.UUIDField(null=True, blank=True)
@@ -317,6 +326,7 @@ def revision_snapshot(revision: ScheduleRevision) -> dict[str, Any]:
         "cadence": revision.cadence,
         "agent": revision.agent.name,
         "max_consecutive_failures": revision.max_consecutive_failures,
+        "monthly_cap": format_money(revision.monthly_cap) if revision.monthly_cap is not None else "none",
         **revision.limits,
     }
 
@@ -340,6 +350,10 @@ class NotificationSettings(models.Model):
     completion_email = models.BooleanField(default=False)
     completion_webhook = models.BooleanField(default=False)
     webhook_content = models.BooleanField(default=False)
+    # Completion notices only when the answer differs from the schedule's previous completed run's.
+    completion_only_changed = models.BooleanField(default=False, db_default=False)
+    # A schedule the assistant proposes in chat waits for the owner's confirmation (schedules.proposals).
+    confirm_chat_schedules = models.BooleanField(default=True, db_default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -408,10 +422,13 @@ class Notice(models.Model):
         PAUSED = "paused"
         DECIDED = "decided"
         COMPLETED = "completed"
+        BUDGET = "budget"
+        MONTHLY_CAP = "monthly_cap"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="+")
+    # Every kind but a budget alert is about one schedule.
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     # What it is about: one of these, by kind.
     pause_event = models.ForeignKey(
         PauseEvent, on_delete=models.CASCADE, null=True, blank=True, related_name="notices"
@@ -424,6 +441,11 @@ class Notice(models.Model):
     )
     run_id = models.BigIntegerField(
         null=True, blank=True, help_text="The completed run (its conversation may be deleted since)."
+    )
+    # A budget notice: the highest threshold it names (the others crossed with it share its
+    # created_at); content-free like every notice.
+    budget_alert = models.ForeignKey(
+        BudgetAlert, on_delete=models.CASCADE, null=True, blank=True, related_name="notices"
     )
     created_at = models.DateTimeField()
     notify_claimed_at = models.DateTimeField(null=True, blank=True)
@@ -438,9 +460,15 @@ class Notice(models.Model):
             models.CheckConstraint(
                 condition=models.Q(kind="paused", pause_event__isnull=False)
                 | models.Q(kind="decided", revision_request__isnull=False)
-                | models.Q(kind="completed", occurrence__isnull=False, run_id__isnull=False),
+                | models.Q(kind="completed", occurrence__isnull=False, run_id__isnull=False)
+                | models.Q(kind="budget", budget_alert__isnull=False)
+                | models.Q(kind="monthly_cap", occurrence__isnull=False),
                 name="notice_names_what_it_tells",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind="budget") | models.Q(schedule__isnull=False),
+                name="notice_names_its_schedule",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -477,6 +505,7 @@ class RevisionRequest(models.Model):
     base_revision = models.PositiveIntegerField(help_text="The revision in force when it was asked.")
     limits = models.JSONField(help_text="The complete RunLimits the owner suggests.")
     max_consecutive_failures = models.PositiveIntegerField()
+    monthly_cap = MoneyField(null=True, blank=True, help_text="The monthly cap suggested, USD; blank: none.")
     reason = models.TextField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     decided_by = models.ForeignKey(
@@ -555,3 +584,50 @@ class RevisionRequestEvent(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.action} request {self.request_id}"
+
+
+# -- proposals ----------------------------------------------------------------------------------
+
+
+class ProposalQuerySet(models.QuerySet["Proposal"]):
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ProposalQuerySet:
+        return self.filter(owner_id=user.pk)
+
+
+class Proposal(models.Model):
+    """A schedule the assistant proposed in a conversation (`schedule.create`), waiting for its
+    owner's confirmation (schedules.proposals; docs/contract.md#confirm-before-chat-creates-a-schedule).
+    `arguments` are the tool call's, as the model gave them and the validator accepted; the limits are
+    those §5's policy pins when it is confirmed. Open until confirmed, declined or expired."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CONFIRMED = "confirmed"
+        DECLINED = "declined"
+        EXPIRED = "expired"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey("runs.Conversation", on_delete=models.CASCADE, related_name="proposals")
+    run_id = models.BigIntegerField(null=True, blank=True, help_text="The run whose tool call proposed it.")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    arguments = models.JSONField(help_text="title, prompt and cron with timezone, or run_at.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    schedule = models.ForeignKey(Schedule, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    objects = ProposalQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["expires_at"], name="proposal_open", condition=models.Q(status="open")),
+        ]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} ({self.status})"
+
+    @property
+    def title(self) -> str:
+        return str(self.arguments.get("title", ""))

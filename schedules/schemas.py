@@ -6,11 +6,22 @@ is ahead) live in the services, which report them in the same {field: message} s
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from django.conf import settings
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from accounting.money import format_money, parse_money
 from accounting.timezones import is_time_zone
 from runs.limits import LIMIT_FIELDS, RunLimits, field_errors
 from schedules import recurrence
@@ -114,16 +125,40 @@ class ScheduleUpdate(BaseModel):
         return self.model_dump(exclude_unset=True)
 
 
+def _check_monthly_cap(value: Any) -> Decimal | None:
+    """USD as a decimal string (or null: no cap), above 0."""
+    if value is None or value == "":
+        return None
+    cap = parse_money(value, "monthly_cap")
+    if cap <= 0:
+        raise ValueError("monthly_cap must be above 0, or null for no cap")
+    return cap
+
+
 class ExplicitRevision(BaseModel):
-    """An explicit revision: complete limits, the failure limit and a required reason."""
+    """An explicit revision: complete limits, the failure limit, the monthly cap (null: none) and a
+    required reason. A cap below `max_cost` could never admit a run and is refused."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     limits: RunLimits
     max_consecutive_failures: StrictInt = Field(ge=1, le=MAX_FAILURE_LIMIT)
+    monthly_cap: Decimal | None = None
     reason: str = Field(min_length=1, max_length=1000)
 
     _text = field_validator("reason")(_storable)
+    _cap = field_validator("monthly_cap", mode="before")(_check_monthly_cap)
+
+    @field_validator("monthly_cap")
+    @classmethod
+    def _cap_admits_a_run(cls, cap: Decimal | None, info: ValidationInfo) -> Decimal | None:
+        limits = info.data.get("limits")
+        if cap is not None and limits is not None and cap < limits.max_cost:
+            raise ValueError(
+                f"monthly_cap: USD {format_money(cap)} is below the cost limit of one run "
+                f"(USD {format_money(limits.max_cost)}), so it could never admit a run"
+            )
+        return cap
 
 
 class RevisionRequestBody(ExplicitRevision):
@@ -152,14 +187,20 @@ class RequestDecision(BaseModel):
     reason: str = Field(min_length=1, max_length=1000)
     limits: RunLimits | None = None
     max_consecutive_failures: StrictInt | None = Field(default=None, ge=1, le=MAX_FAILURE_LIMIT)
+    monthly_cap: Decimal | None = None
     base_revision: StrictInt | None = Field(default=None, ge=1)
 
     _text = field_validator("reason")(_storable)
+    _cap = field_validator("monthly_cap", mode="before")(_check_monthly_cap)
 
     def explicit(self) -> ExplicitRevision:
         assert self.limits is not None and self.max_consecutive_failures is not None
+        given = {"monthly_cap": self.monthly_cap} if "monthly_cap" in self.model_fields_set else {}
         return ExplicitRevision(
-            limits=self.limits, max_consecutive_failures=self.max_consecutive_failures, reason=self.reason
+            limits=self.limits,
+            max_consecutive_failures=self.max_consecutive_failures,
+            reason=self.reason,
+            **given,
         )
 
 
@@ -209,7 +250,7 @@ def parse_decision(data: Any) -> RequestDecision:
     else:
         given = {
             name: f"{name} is not taken by a decline, only a reason"
-            for name in ("limits", "max_consecutive_failures", "base_revision")
+            for name in ("limits", "max_consecutive_failures", "monthly_cap", "base_revision")
             if getattr(decision, name) is not None
         }
         if given:

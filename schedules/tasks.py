@@ -15,7 +15,7 @@ from django_q.tasks import async_task
 
 from runs.inflight import take_turn
 from runs.tasks import MESSAGE_TASK, in_transaction
-from schedules import execution
+from schedules import execution, proposals
 from schedules.notices import deliver_pending
 
 logger = logging.getLogger(__name__)
@@ -101,8 +101,10 @@ def _queued_tasks() -> execution.QueuedTasks:
 
 
 def reap() -> str:
-    """Fail runs whose worker stopped heartbeating or whose task was lost."""
+    """Fail runs whose worker stopped heartbeating or whose task was lost, and record the expiry
+    of chat proposals left unconfirmed past their time."""
     lost = execution.reap(queued_tasks=_queued_tasks)
     if lost:
         logger.warning("reaper: %d run(s) failed worker_lost", len(lost))
-    return f"{len(lost)} lost"
+    expired = proposals.expire_stale()
+    return f"{len(lost)} lost, {expired} proposal(s) expired"

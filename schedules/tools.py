@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from accounting.money import format_money
 from runs.tools import Tool, ToolContext, ToolError, register
-from schedules import services
+from schedules import proposals, services
 from schedules.models import Schedule, ScheduleRevision
 from schedules.schemas import (
     NOT_UPDATABLE,
@@ -114,6 +114,15 @@ def schedule_create(arguments: CreateArguments, context: ToolContext) -> str:
         raise ToolError(
             f"{', '.join(limits)}: limits are pinned by the schedule.create policy and cannot be given"
         )
+    if proposals.confirmation_on(context.run.owner_id):
+        # docs/contract.md#confirm-before-chat-creates-a-schedule: the owner confirms it first.
+        try:
+            proposal = proposals.propose(context.run, data)
+        except InvalidSchedule as error:
+            raise _refusal(error) from None
+        except services.ScheduleLimit as error:
+            raise ToolError(error.message) from None
+        return proposals.proposed_words(proposal)
     try:
         schedule = services.create_schedule(
             context.run.owner,
@@ -176,7 +185,8 @@ def register_schedule_tools() -> None:
         Tool(
             "schedule.create",
             "Create a one-time (run_at) or recurring (cron + timezone) schedule for this agent. "
-            "Limits are set by policy.",
+            "Limits are set by policy. Unless the owner turned confirmation off, this proposes the "
+            "schedule: it is created only when the owner confirms it.",
             CreateArguments,
             schedule_create,
         )

@@ -22,6 +22,10 @@ urlpatterns: list[URLPattern] = [
     path("settings/rotate-secret/", owner_settings.rotate_webhook_secret, name="rotate_secret"),
     path("settings/test/", owner_settings.send_test_notification, name="test_notification"),
     path("settings/completions/", owner_settings.completion_settings, name="completion_settings"),
+    path("settings/alerts/", owner_settings.alert_settings, name="alert_settings"),
+    path("settings/chat/", owner_settings.chat_settings, name="chat_settings"),
+    path("proposals/<int:pk>/confirm/", conversations.confirm_proposal, name="confirm_proposal"),
+    path("proposals/<int:pk>/decline/", conversations.decline_proposal, name="decline_proposal"),
     path(
         "schedules/<int:pk>/completion-notices/",
         schedules.completion_notices,

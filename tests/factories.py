@@ -307,3 +307,11 @@ def start_interactive_run(
         if not admit_runs([ledger.ReservationRequest(owner_id, run.pk, limits.max_cost)]):
             run.refresh_from_db()  # failed admission_denied: it did not fit
     return run
+
+
+def chat_creates_at_once(owner: User) -> None:
+    """The owner turns confirmation off: schedule.create in chat creates the schedule at once, as
+    before proposals (docs/contract.md#confirm-before-chat-creates-a-schedule)."""
+    from schedules import proposals
+
+    proposals.set_confirmation(owner, False)

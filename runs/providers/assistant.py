@@ -6,7 +6,11 @@ OpenAI wire format exactly as a model would: a tool call, or a final answer.
 
 - "every weekday at 7:30 brief me on X", "every day at 9 …", "every Monday at 18:00 …": asks
   `clock_now` for the owner's time zone, calls `schedule_create` with a cron and that zone, then
-  confirms in words with the pinned values the tool returned.
+  confirms in words with the pinned values the tool returned. When the tool only proposed it (the
+  owner confirms first, docs/contract.md#confirm-before-chat-creates-a-schedule), it says so and
+  asks the owner to confirm on the card or answer "yes".
+- "yes" (or "ok", "confirm", "do it") right after such a proposal: the server confirmed it before
+  this message was sent; it says it is done.
 - "remind me tomorrow at 9 to X", "on 2026-12-24 at 08:00 …": `clock_now` for the date and
   zone, then a one-time `schedule_create` (run_at with the owner's offset).
 - "rename schedule 5 to …", "move schedule 5 to 8:00": `schedule_update`.
@@ -64,6 +68,11 @@ _REMIND = re.compile(
 )
 _QUOTES = "\"'\u201c\u201d\u2018\u2019"
 _LIMITS_REFUSED = "cannot be changed by schedule.update"
+_AFFIRMATIVE = re.compile(r"^(?:yes(?:,? please)?|confirm|ok(?:ay)?|do it)\s*[.!]*$", re.IGNORECASE)
+_PROPOSED = re.compile(
+    r"^Proposed schedule (?P<title>“.*?”): (?P<cadence>.*?)\. It is not created yet", re.DOTALL
+)
+_NOT_YET = "It is not created yet"
 
 
 @dataclass
@@ -75,12 +84,13 @@ class _Turn:
     tools: frozenset[str] = frozenset()
     synthesize: bool = False
     key: str = ""
+    previous: str = ""  # the assistant's answer before the newest user message
 
 
 def reply(messages: list[dict[str, Any]], tools: list[str], *, synthesize: bool) -> dict[str, Any]:
     """The assistant message for this request: {"role", "content"} or {"role", "tool_calls"}."""
     turn = _read(messages, tools, synthesize)
-    for step in (_budget, _rename, _move, _one_time, _recurring, _clock_question):
+    for step in (_affirmed, _budget, _rename, _move, _one_time, _recurring, _clock_question):
         found = step(turn)
         if found is not None:
             return found
@@ -107,8 +117,16 @@ def _read(messages: list[dict[str, Any]], tools: list[str], synthesize: bool) ->
         if m.get("role") == "tool"
     }
     text = str(messages[last_user].get("content") or "") if last_user >= 0 else ""
+    previous = next(
+        (
+            str(m.get("content") or "")
+            for m in reversed(messages[: max(last_user, 0)])
+            if m.get("role") == "assistant"
+        ),
+        "",
+    )
     key = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    return _Turn(text.strip(), results, frozenset(tools), synthesize, key)
+    return _Turn(text.strip(), results, frozenset(tools), synthesize, key, previous)
 
 
 def _hour_minute(match: re.Match[str]) -> tuple[int, int] | None:
@@ -160,6 +178,13 @@ def _schedule_create(turn: _Turn, arguments: Any) -> dict[str, Any]:
         result = turn.results["schedule_create"]
         if result.startswith("Error:"):
             return _say(f"I could not create that schedule: {result.removeprefix('Error:').strip()}")
+        proposed = _PROPOSED.match(result)
+        if proposed:
+            return _say(
+                f"I propose a schedule {proposed.group('title')}: {proposed.group('cadence')}. {_NOT_YET}: "
+                "check it on the card below and confirm it there, or answer “yes”. If you do neither, "
+                "it expires in 24 hours."
+            )
         return _say(f"Done: I c{result[1:]}" if result.startswith("Created") else result)
     if turn.synthesize:
         return _say("I ran out of room in this run before I could create the schedule; nothing was created.")
@@ -214,6 +239,14 @@ def _one_time(turn: _Turn) -> dict[str, Any] | None:
         return {"title": title, "prompt": prompt, "run_at": run_at.isoformat()}
 
     return _schedule_create(turn, arguments)
+
+
+def _affirmed(turn: _Turn) -> dict[str, Any] | None:
+    """The owner agreed to the schedule proposed in the previous answer: the server confirmed it
+    before this message was sent (schedules.proposals)."""
+    if _NOT_YET not in turn.previous or not _AFFIRMATIVE.match(" ".join(turn.text.split())):
+        return None
+    return _say("Done — it is on your schedules.")
 
 
 def _schedule_update(turn: _Turn, schedule_id: int, changes: dict[str, Any], done: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from accounting.admin import BigTableAdmin, ChoicesFilter
+from accounting.money import format_money
 from accounting.numbers import whole_number
 from runs.admin import ProviderFilter
 from runs.failures import ERROR_CLASS_WORDS, Failure, Reason
@@ -351,6 +352,11 @@ class ScheduleAdmin(PinLinks, BigTableAdmin):
             "rows": [(row, utc_text(row.run.scheduled_for, "short")) for row in report.rows]
             if report
             else [],
+            "cap_months": selectors.cap_replay(
+                schedule, form.parsed.monthly_cap, form.parsed.limits.max_cost, "UTC"
+            )
+            if reviewing
+            else [],
         }
         return TemplateResponse(request, "admin/schedules/schedule/pin.html", context)
 
@@ -371,7 +377,9 @@ def _initial(answering: RevisionRequest, current: ScheduleRevision) -> dict[str,
     """The pin form prefilled from an owner's request, reviewed against the revision in force."""
     who = answering.requested_by.get_username() if answering.requested_by else "the owner"
     return {
-        **PinRevisionForm.values_of(answering.limits, answering.max_consecutive_failures),
+        **PinRevisionForm.values_of(
+            answering.limits, answering.max_consecutive_failures, answering.monthly_cap
+        ),
         "base_revision": current.number,
         "request": answering.pk,
         "reason": f"Requested by {who}: {answering.reason}"[:1000],
@@ -408,5 +416,8 @@ def _pin_diff(current: ScheduleRevision, form: PinRevisionForm) -> list[Change]:
         **revision_snapshot(current),
         **form.parsed.limits.to_json(),
         "max_consecutive_failures": form.parsed.max_consecutive_failures,
+        "monthly_cap": format_money(form.parsed.monthly_cap)
+        if form.parsed.monthly_cap is not None
+        else "none",
     }
     return labelled(diff(revision_snapshot(current), proposed))

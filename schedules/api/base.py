@@ -148,6 +148,10 @@ class ScheduleApi(NinjaAPI):
         for money in ("max_cost", "synthesis_reserve_cost"):
             if money in limits:
                 limits[money] = {**MONEY_INPUT, "title": limits[money].get("title", money)}
+        for body in ("ExplicitRevision", "RevisionRequestBody", "RequestDecision"):
+            fields = components.get(body, {}).get("properties", {})
+            if "monthly_cap" in fields:  # USD as a decimal string, or null for no cap
+                fields["monthly_cap"] = {"anyOf": [MONEY_INPUT, {"type": "null"}], "title": "Monthly Cap"}
         return schema
 
 

@@ -5,6 +5,9 @@ runs are their owner's only: anyone else's answers 404, admins included.
 A message never waits on the provider: the handler queues the run (reservation and django-q2
 task in the same transaction) and answers 201/202 with it `queued`; poll the conversation or
 `GET /runs/{id}` for its steps and answer.
+
+A schedule the assistant proposes there (docs/contract.md#confirm-before-chat-creates-a-schedule) is
+listed with the conversation and confirmed or declined at `/proposals/{id}/confirm|decline`.
 """
 
 from __future__ import annotations
@@ -19,19 +22,22 @@ from django.shortcuts import get_object_or_404
 from ninja.responses import Status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from accounting.money import format_money
 from runs import conversations, services
 from runs.limits import field_errors
 from runs.models import Conversation as ConversationRow
 from runs.models import Run as RunRow
 from runs.models import TranscriptEntry
 from runs.tasks import enqueue_runs
+from schedules import proposals
 from schedules.api import representations as out
 from schedules.api.auth import READ, WRITE, user_of
 from schedules.api.base import json_body
 from schedules.api.bodies import json_object
 from schedules.api.errors import ApiError
 from schedules.api.pagination import Ordering, paginate
-from schedules.api.routes import Cursor, Limit, api, documented
+from schedules.api.routes import Cursor, Limit, api, current, documented
+from schedules.models import Proposal as ProposalRow
 from schedules.models import ScheduleRevision
 
 RUNS_SHOWN = 50
@@ -135,11 +141,44 @@ class ScheduleWritten(out.Out):
     max_consecutive_failures: int
 
 
+class ProposalForecast(out.Out):
+    """What the schedule would cost in the rest of this calendar month (the owner's zone): its fires
+    x `max_cost` (it has no runs yet to take a median of), so expected and worst agree until it has."""
+
+    expected: out.Money
+    worst: out.Money
+
+
+class Proposal(out.Out):
+    """A schedule the assistant proposed with schedule.create, waiting for the owner's confirmation
+    (or confirmed, declined, expired): what would be created and what the policy would pin."""
+
+    id: int
+    status: Annotated[str, out.OneOf(ProposalRow.Status.values)] = Field(
+        description="an open one past `expires_at` reads `expired`"
+    )
+    title: str
+    prompt: str
+    cron: str | None
+    timezone: str
+    run_at: datetime | None
+    next_fires: list[datetime] = Field(description="the next (at most three) fire times, in the owner's zone")
+    agent: str = Field(description="the agent's name")
+    model: str
+    limits: out.Limits = Field(description="what the schedule.create policy pins")
+    max_consecutive_failures: int
+    monthly_cap: out.Money | None = Field(description="null: the policy pins no monthly cap")
+    forecast: ProposalForecast
+    expires_at: datetime
+    schedule_id: int | None = Field(description="the schedule created when it was confirmed")
+
+
 class ConversationDetail(ConversationSummary):
     runs: list[ConversationRun] = Field(description=f"its newest {RUNS_SHOWN} runs, oldest first")
     earlier_runs: bool = Field(description="older runs exist than those listed")
     messages: list[Message] = Field(description="the transcripts of those runs, in order")
     schedules: list[ScheduleWritten] = Field(description="schedules created or changed here")
+    proposals: list[Proposal] = Field(description="schedules proposed here, oldest first")
 
 
 class ConversationPage(out.Out):
@@ -217,6 +256,34 @@ def _written_of(revision: ScheduleRevision) -> ScheduleWritten:
     )
 
 
+def proposal_of(card: proposals.ProposalCard) -> Proposal:
+    return Proposal(
+        id=card.proposal.pk,
+        status=card.status,
+        title=card.title,
+        prompt=card.prompt,
+        cron=card.cron,
+        timezone=card.timezone,
+        run_at=card.run_at,
+        next_fires=card.next_fires,
+        agent=card.agent,
+        model=card.model,
+        limits=out.limits_of(card.limits.to_json()),
+        max_consecutive_failures=card.max_consecutive_failures,
+        monthly_cap=format_money(card.monthly_cap) if card.monthly_cap is not None else None,
+        forecast=ProposalForecast(
+            expected=format_money(card.forecast.expected), worst=format_money(card.forecast.worst)
+        ),
+        expires_at=card.expires_at,
+        schedule_id=card.schedule_id,
+    )
+
+
+def _proposals_of(conversation: ConversationRow) -> list[Proposal]:
+    rows = list(conversation.proposals.select_related("agent").order_by("created_at", "id"))
+    return [proposal_of(card) for card in proposals.cards(rows, conversation.owner_id, month=False)]
+
+
 def detail_of(conversation: ConversationRow) -> ConversationDetail:
     """The newest RUNS_SHOWN runs of the conversation with their transcripts (four queries)."""
     newest = list(conversation.runs.order_by("-pk")[: RUNS_SHOWN + 1])
@@ -234,6 +301,7 @@ def detail_of(conversation: ConversationRow) -> ConversationDetail:
         earlier_runs=len(newest) > RUNS_SHOWN,
         messages=[_message_of(entry) for entry in entries],
         schedules=[_written_of(revision) for revision in revisions],
+        proposals=_proposals_of(conversation),
     )
 
 
@@ -297,7 +365,9 @@ def list_conversations(
     **documented(
         "read",
         f"Its newest {RUNS_SHOWN} runs (status, usage, failure, what was sent of the history), their "
-        "messages with tool calls and results, and the schedules created or changed there.",
+        "messages with tool calls and results, the schedules created or changed there, and the "
+        "schedules the assistant proposed there (`proposals`), each with what the policy would pin, "
+        "its next three fires and its forecast for this month.",
     ),
 )
 def get_conversation(request: HttpRequest, conversation_id: int) -> ConversationDetail:
@@ -345,7 +415,9 @@ def start_conversation(request: HttpRequest) -> Status[ConversationCreated]:
         + SENDING
         + " One run at a time: while one is queued or running, 409 `run_in_progress`. Also 409 "
         "`admission_denied`, `scheduled_conversation` (a scheduled run's conversation takes no "
-        "messages) or `agent_retired`.",
+        'messages) or `agent_retired`. A message that only says yes ("yes", "ok", "confirm", '
+        '"do it") while exactly one proposal of the conversation is open confirms it first; if it '
+        "cannot be created, 409 `proposal_invalid` or `schedule_limit`, and nothing is sent.",
         json_body("MessageCreate", "message"),
     ),
 )
@@ -353,6 +425,7 @@ def send_message(request: HttpRequest, conversation_id: int) -> Status[Conversat
     conversation = _mine(request, conversation_id)
     message = _message(_body(MessageCreate, request).message)
     try:
+        proposals.confirm_from_message(conversation, user_of(request), message)
         run = conversations.send_message(conversation, message, enqueue=enqueue_runs)
     except ConversationRow.DoesNotExist:
         raise ApiError(404, "not_found", "Not found, or not yours.") from None
@@ -382,3 +455,47 @@ def cancel_run(request: HttpRequest, run_id: int) -> ConversationRun:
             409, "not_running", f"This run has already ended ({run.status}); nothing was cancelled."
         )
     return run_of(run)
+
+
+# -- proposals ------------------------------------------------------------------------------------
+
+
+@api.post(
+    "/proposals/{int:proposal_id}/confirm",
+    auth=WRITE,
+    response={200: out.Schedule, 201: out.Schedule, 401: E, 403: E, 404: E, 409: E, 410: E, 429: E},
+    summary="Confirm a proposed schedule",
+    tags=["conversations"],
+    **documented(
+        "write",
+        "Creates the schedule the assistant proposed, through the `schedule.create` policy (via chat, "
+        "naming the conversation and run that proposed it): 201 with the schedule, as `POST "
+        "/schedules` answers. Confirmed already (also when confirmations race: exactly one 201): 200 "
+        "with the same schedule. Declined: 409 `proposal_declined`; no longer valid as proposed (its "
+        "time passed, its agent was retired): 409 `proposal_invalid`; no room for one more active "
+        "schedule: 409 `schedule_limit`; unconfirmed for 24 hours: 410 `proposal_expired`.",
+    ),
+)
+def confirm_proposal(request: HttpRequest, proposal_id: int) -> Status[out.Schedule]:
+    user = user_of(request)
+    schedule, created = proposals.confirm(proposal_id, user)
+    return Status(201 if created else 200, current(user, schedule))
+
+
+@api.post(
+    "/proposals/{int:proposal_id}/decline",
+    auth=WRITE,
+    response={200: Proposal, 401: E, 403: E, 404: E, 409: E, 410: E, 429: E},
+    summary="Decline a proposed schedule",
+    tags=["conversations"],
+    **documented(
+        "write",
+        "Nothing is created; 200 with the proposal, `declined` (again: the same). Confirmed already: "
+        "409 `proposal_confirmed`; unconfirmed for 24 hours: 410 `proposal_expired`.",
+    ),
+)
+def decline_proposal(request: HttpRequest, proposal_id: int) -> Proposal:
+    user = user_of(request)
+    declined = proposals.decline(proposal_id, user)
+    row = ProposalRow.objects.select_related("agent").get(pk=declined.pk)
+    return proposal_of(proposals.cards([row], user.pk, month=False)[0])

@@ -29,7 +29,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 
 from runs.limits import InvalidLimits, describe_error
 from runs.services import ConversationBusy
-from schedules import services
+from schedules import proposals, services
 from schedules.schemas import InvalidSchedule
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,10 @@ STATE_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
         "revision_changed",
         "The schedule has a newer revision than base_revision; review it and decide again.",
     ),
+    # docs/contract.md#confirm-before-chat-creates-a-schedule
+    proposals.ProposalDeclined: (409, "proposal_declined", proposals.ProposalDeclined.message),
+    proposals.ProposalConfirmed: (409, "proposal_confirmed", proposals.ProposalConfirmed.message),
+    proposals.ProposalExpired: (410, "proposal_expired", proposals.ProposalExpired.message),
 }
 
 
@@ -145,6 +149,8 @@ def as_api_error(exc: object) -> ApiError | None:
         return ApiError(422, "invalid_body", str(exc), fields=exc.fields)
     if isinstance(exc, services.ScheduleLimit):
         return ApiError(409, "schedule_limit", exc.message)
+    if isinstance(exc, proposals.ProposalInvalid):
+        return ApiError(409, "proposal_invalid", exc.message, fields=exc.fields)
     for exc_class, (status, code, message) in STATE_ERRORS.items():
         if isinstance(exc, exc_class):
             return ApiError(status, code, message)

@@ -8,7 +8,7 @@ an offset. Request bodies are not here: they are the shared models of schedules.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -18,12 +18,13 @@ from pydantic_core import CoreSchema, core_schema
 
 from accounting.ledger import BudgetSummary
 from accounting.models import AccountingEvent as AccountingEventRow
-from accounting.models import LedgerEntry
+from accounting.models import BudgetAlert, LedgerEntry
 from accounting.money import format_money
 from accounting.selectors import MonthUsage
 from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, RunLimits
 from runs.models import Run as RunRow
+from schedules import forecast
 from schedules.models import Occurrence as OccurrenceRow
 from schedules.models import PauseEvent, ScheduleRevision
 from schedules.models import Schedule as ScheduleRow
@@ -126,6 +127,9 @@ class Revision(Out):
     run_at: datetime | None
     limits: Limits
     max_consecutive_failures: int
+    monthly_cap: Money | None = Field(
+        description="USD the schedule may spend in a calendar month; null: none"
+    )
     via: str = Field(description="where it came from: chat, dashboard, admin, api, demo")
     conversation_id: int | None = Field(description="chat: the conversation it was asked for in")
 
@@ -155,6 +159,10 @@ class Occurrence(Out):
     id: int
     scheduled_for: datetime
     outcome: Annotated[str, OneOf(OccurrenceRow.Outcome.values)]
+    skip_reason: Annotated[str, OneOf(OccurrenceRow.SkipReason.values)] | None = Field(
+        description="why a skipped slot did not run: `overlap` (the previous run was in flight) or "
+        "`monthly_cap`; null otherwise"
+    )
     revision: int = Field(description="the number of the revision in force when it was materialized")
     run_id: int | None = Field(description="null once the run's conversation is deleted")
 
@@ -176,8 +184,19 @@ class Schedule(Out):
     last_run: LastRun | None
 
 
+class ScheduleMonth(Out):
+    """This calendar month (the owner's zone): spent so far, and at month end expected (remaining fires
+    x the median cost of its last 20 completed runs) and worst (x `max_cost`), both within the cap."""
+
+    spent: Money
+    expected: Money
+    worst: Money
+    monthly_cap: Money | None
+
+
 class ScheduleDetail(Schedule):
     occurrences: list[Occurrence] = Field(description="the newest occurrences, newest first")
+    month: ScheduleMonth
 
 
 class SchedulePage(Out):
@@ -299,11 +318,37 @@ class MonthSpend(Out):
     by_model: list[ModelSpend]
 
 
+class Crossed(Out):
+    period: Annotated[str, OneOf(["day", "month"])]
+    threshold: int = Field(description="percent of that period's ceiling")
+    at: datetime
+
+
+class Alerts(Out):
+    thresholds: list[int] = Field(description="percentages of the daily and monthly ceilings, ascending")
+    crossed: list[Crossed] = Field(description="crossed in the current day and month, highest first")
+
+
+class AlertThresholds(Out):
+    thresholds: list[int]
+
+
+class Forecast(Out):
+    month_expected: Money
+    month_worst: Money
+    ceiling_reached_on: date | None = Field(
+        description="the date (owner's zone) on which the expected spend reaches the monthly ceiling; "
+        "null if it does not this month"
+    )
+
+
 class Budget(Out):
     ceilings: Ceilings
     spent: Spent
     open_reservations: OpenReservations
     month: MonthSpend
+    alerts: Alerts
+    forecast: Forecast
 
 
 class WorkerRuns(Out):
@@ -374,6 +419,7 @@ def revision_of(revision: ScheduleRevision) -> Revision:
         run_at=revision.run_at,
         limits=limits_of(revision.limits),
         max_consecutive_failures=revision.max_consecutive_failures,
+        monthly_cap=format_money(revision.monthly_cap) if revision.monthly_cap is not None else None,
         via=revision.via,
         conversation_id=revision.conversation_id,
     )
@@ -446,8 +492,19 @@ def schedule_of(schedule: ScheduleRow) -> Schedule:
     return Schedule(**_schedule_fields(schedule))
 
 
-def schedule_detail_of(schedule: ScheduleRow, occurrences: list[OccurrenceRow]) -> ScheduleDetail:
-    return ScheduleDetail(**_schedule_fields(schedule), occurrences=[occurrence_of(o) for o in occurrences])
+def schedule_detail_of(
+    schedule: ScheduleRow, occurrences: list[OccurrenceRow], month: forecast.Forecast
+) -> ScheduleDetail:
+    return ScheduleDetail(
+        **_schedule_fields(schedule),
+        occurrences=[occurrence_of(o) for o in occurrences],
+        month=ScheduleMonth(
+            spent=format_money(month.spent),
+            expected=format_money(month.expected),
+            worst=format_money(month.worst),
+            monthly_cap=format_money(month.monthly_cap) if month.monthly_cap is not None else None,
+        ),
+    )
 
 
 def occurrence_of(occurrence: OccurrenceRow) -> Occurrence:
@@ -455,6 +512,7 @@ def occurrence_of(occurrence: OccurrenceRow) -> Occurrence:
         id=occurrence.pk,
         scheduled_for=occurrence.scheduled_for,
         outcome=occurrence.outcome,
+        skip_reason=occurrence.skip_reason or None,
         revision=occurrence.revision.number,
         run_id=occurrence.run_id,
     )
@@ -522,8 +580,24 @@ def _cost_by_kind(values: dict[str, Decimal]) -> CostByKind:
     return CostByKind(**{kind: format_money(amount) for kind, amount in values.items()})
 
 
-def budget_of(summary: BudgetSummary, month: MonthUsage) -> Budget:
+def budget_of(
+    summary: BudgetSummary,
+    month: MonthUsage,
+    *,
+    thresholds: list[int],
+    crossed: list[BudgetAlert],
+    coming: forecast.MonthForecast,
+) -> Budget:
     return Budget(
+        alerts=Alerts(
+            thresholds=thresholds,
+            crossed=[Crossed(period=a.period, threshold=a.threshold, at=a.created_at) for a in crossed],
+        ),
+        forecast=Forecast(
+            month_expected=format_money(coming.expected),
+            month_worst=format_money(coming.worst),
+            ceiling_reached_on=coming.ceiling_reached_on,
+        ),
         ceilings=Ceilings(
             daily=format_money(summary.daily_ceiling), monthly=format_money(summary.monthly_ceiling)
         ),

@@ -17,14 +17,14 @@ from ninja import Router
 from ninja.params.functions import Query
 from ninja.responses import Status
 
-from accounting import ledger
+from accounting import alerts, ledger
 from accounting.models import AccountingEvent as AccountingEventRow
 from accounting.selectors import calls_of, month_usage, owner_timezone
 from runs import inflight
 from runs import services as run_services
 from runs.models import Conversation
 from runs.models import Run as RunRow
-from schedules import services
+from schedules import forecast, services
 from schedules.api import representations as out
 from schedules.api.auth import PIN, READ, WRITE, user_of
 from schedules.api.base import ScheduleApi, json_body
@@ -54,6 +54,7 @@ api = ScheduleApi(
         "ScheduleCreate": ScheduleCreate,
         "ScheduleUpdate": ScheduleUpdate,
         "ExplicitRevision": ExplicitRevision,
+        "AlertThresholds": out.AlertThresholds,
     },
     description="""Schedules, their revisions and occurrences, runs, accounting events and the
 budget, for API clients.
@@ -177,14 +178,21 @@ def create_schedule(request: HttpRequest) -> Status[out.Schedule]:
     response={200: out.ScheduleDetail, 401: E, 403: E, 404: E, 429: E},
     summary="Get a schedule",
     tags=["schedules"],
-    **documented("read", f"With its current revision and its last {LAST_OCCURRENCES} occurrences."),
+    **documented(
+        "read",
+        f"With its current revision, its last {LAST_OCCURRENCES} occurrences, and `month`: what it spent "
+        "this calendar month (the owner's zone) and is expected to spend by its end (remaining fires x "
+        "the median cost of its last 20 completed runs) and at worst (x `max_cost`), both within "
+        "its `monthly_cap`.",
+    ),
 )
 def get_schedule(request: HttpRequest, schedule_id: int) -> out.ScheduleDetail:
     schedule = schedule_for(user_of(request), schedule_id)
     occurrences = list(
         schedule.occurrences.select_related("revision").order_by(*OCCURRENCES.order_by())[:LAST_OCCURRENCES]
     )
-    return out.schedule_detail_of(schedule, occurrences)
+    month = forecast.schedule_forecasts(schedule.owner_id, [schedule])[schedule.pk]
+    return out.schedule_detail_of(schedule, occurrences, month)
 
 
 @api.patch(
@@ -417,7 +425,43 @@ def get_budget(request: HttpRequest) -> out.Budget:
     user = user_of(request)
     budget = ledger.budget_row(user.pk)
     summary = ledger.summarize(user.pk, budget=budget)
-    return out.budget_of(summary, month_usage(user.pk, owner_timezone(budget)))
+    return out.budget_of(
+        summary,
+        month_usage(user.pk, owner_timezone(budget)),
+        thresholds=alerts.thresholds_of(budget),
+        crossed=alerts.crossed(user.pk, summary),
+        coming=forecast.month_forecast(user.pk),
+    )
+
+
+@api.put(
+    "/budget/alerts",
+    auth=WRITE,
+    response={200: out.AlertThresholds, 401: E, 403: E, 413: E, 422: E, 429: E},
+    summary="Set the alert thresholds",
+    tags=["accounting"],
+    **documented(
+        "write",
+        '`{"thresholds": [50, 80, 100]}`: percentages of the daily and the monthly ceiling; JSON '
+        "integers 1-100, distinct, at most five (an empty list turns alerts off). Crossing one tells "
+        "you once per period, on your notification channels. Invalid: 422 naming `thresholds`.",
+        json_body("AlertThresholds", "the thresholds, in percent"),
+    ),
+)
+def set_alert_thresholds(request: HttpRequest) -> out.AlertThresholds:
+    user = user_of(request)
+    body = json_object(request)
+    unknown = sorted(key for key in body if key != "thresholds")
+    if unknown or "thresholds" not in body:
+        fields = {k: f"{k} is not a recognised field" for k in unknown[:5]}
+        if "thresholds" not in body:
+            fields["thresholds"] = "thresholds is required"
+        raise ApiError(422, "invalid_body", "; ".join(fields.values()), fields=fields)
+    try:
+        thresholds = alerts.set_thresholds(user.pk, body["thresholds"])
+    except alerts.InvalidThresholds as exc:
+        raise ApiError(422, "invalid_body", f"thresholds: {exc}", fields={"thresholds": str(exc)}) from None
+    return out.AlertThresholds(thresholds=thresholds)
 
 
 @api.delete(

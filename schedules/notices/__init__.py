@@ -1,9 +1,10 @@
 """Telling the owner things: one outbox (the Notice table), one delivery path, a module per kind.
 
 - `paused`: a schedule paused itself; `decided`: a request for new limits was pinned or declined;
-  `completed`: a scheduled run completed and its owner asked to hear about it. Each says what it
-  tells, to whom and on which channels, and writes its Notice row in the transaction of what it
-  tells.
+  `completed`: a scheduled run completed and its owner asked to hear about it; `budget`: spend
+  crossed an alert threshold of a ceiling; `capped`: a slot was skipped at its schedule's monthly
+  cap. Each says what it tells, to whom and on which channels, and writes its Notice row in the
+  transaction of what it tells.
 - `delivery`: the minute `notify` task's one path: claim, send by email and signed webhook (retry
   with backoff), record every attempt, mark sent.
 - `channels`: the owner's channels and the webhook's signing secret.
@@ -11,7 +12,7 @@
 
 from __future__ import annotations
 
-from schedules.notices import completed, decided, paused
+from schedules.notices import budget, capped, completed, decided, paused
 from schedules.notices.channels import (
     InvalidNotificationSettings,
     check_webhook_url,
@@ -37,6 +38,8 @@ __all__ = [
     "WEBHOOK_ATTEMPTS",
     "InvalidNotificationSettings",
     "Message",
+    "budget",
+    "capped",
     "check_webhook_url",
     "completed",
     "decided",

@@ -1,7 +1,8 @@
 """A scheduled run completed, and its owner asked to hear about it: the answer in the email's body
 with a link; the signed webhook names the schedule and run and carries the answer only with the
 owner's content opt-in. Off by default: the owner turns it on per channel, and any schedule may
-override that (always, or never, tell)."""
+override that (always, or never, tell). The owner may also ask to hear only when the answer changed
+from the schedule's previous completed run: the override says whether, the setting how often."""
 
 from __future__ import annotations
 
@@ -33,15 +34,22 @@ ANSWER_CHARS = 20_000  # an email body is not a transcript
 
 
 def update_completion_settings(
-    owner: AbstractBaseUser, *, completion_email: bool, completion_webhook: bool, webhook_content: bool
+    owner: AbstractBaseUser,
+    *,
+    completion_email: bool,
+    completion_webhook: bool,
+    webhook_content: bool,
+    completion_only_changed: bool = False,
 ) -> NotificationSettings:
-    """Save the owner's completion-notice channels and the webhook content opt-in."""
+    """Save the owner's completion-notice channels, the webhook content opt-in and whether only a
+    changed answer is told: the whole set, as the settings form posts it. Idempotent."""
     assert owner.pk is not None
     channels = settings_for(int(owner.pk))
     NotificationSettings.objects.filter(pk=channels.pk).update(
         completion_email=completion_email,
         completion_webhook=completion_webhook,
         webhook_content=webhook_content,
+        completion_only_changed=completion_only_changed,
         updated_at=timezone.now(),
     )
     channels.refresh_from_db()
@@ -74,7 +82,11 @@ def describe(schedule: Schedule) -> CompletionSetting:
     if schedule.completion_notices is None:
         return CompletionSetting("", "Follows your settings: off unless you turned completion notices on.")
     if schedule.completion_notices:
-        return CompletionSetting("on", "You are told each time one of its runs completes.")
+        return CompletionSetting(
+            "on",
+            "You are told each time one of its runs completes. If your settings say only when the "
+            "answer changed, a run that repeats the previous answer is not told.",
+        )
     return CompletionSetting("off", "You are never told when its runs complete.")
 
 
@@ -96,6 +108,14 @@ def queue(run: Run, *, now: datetime | None = None) -> Notice | None:
     owner = NotificationSettings.objects.filter(owner_id=run.owner_id).first()
     if not wanted(occurrence["schedule__completion_notices"], owner):
         return None
+    if (
+        owner is not None
+        and owner.completion_only_changed
+        and _repeats_previous_answer(
+            run, schedule_id=occurrence["schedule_id"], occurrence_id=occurrence["pk"]
+        )
+    ):
+        return None
     return Notice.objects.create(
         kind=Notice.Kind.COMPLETED,
         owner_id=run.owner_id,
@@ -104,6 +124,22 @@ def queue(run: Run, *, now: datetime | None = None) -> Notice | None:
         run_id=run.pk,
         created_at=now or timezone.now(),
     )
+
+
+def _repeats_previous_answer(run: Run, *, schedule_id: int, occurrence_id: int) -> bool:
+    """Whether the run's answer is the schedule's previous completed run's, after stripping the
+    whitespace around both: an owner who asked to hear only of changes has read that one already.
+    The previous run is that of the newest other occurrence with a completed run, read down the
+    schedule's newest-first index (a schedule with years of runs reads a few rows, not all of them).
+    A schedule's first completed run has none and always tells."""
+    previous = (
+        Occurrence.objects.filter(schedule_id=schedule_id, run__status=Run.Status.COMPLETED)
+        .exclude(pk=occurrence_id)
+        .order_by("-scheduled_for", "-id")
+        .values_list("run__answer", flat=True)
+        .first()
+    )
+    return previous is not None and previous.strip() == run.answer.strip()
 
 
 def channels(owner: NotificationSettings) -> tuple[bool, bool]:
@@ -122,7 +158,7 @@ def completion_message(row: Notice, *, include_answer: bool) -> Message:
     """Email text with the answer and a link; the webhook payload names the schedule and run and
     carries the answer only with the owner's content opt-in (`include_answer`)."""
     schedule, occurrence = row.schedule, row.occurrence
-    assert occurrence is not None and row.run_id is not None  # a completed notice names both
+    assert schedule is not None and occurrence is not None and row.run_id is not None  # it names all three
     run = Run.objects.filter(pk=row.run_id).first()
     zone = zoneinfo.ZoneInfo(owner_timezone(row.owner_id))
     slot = occurrence.scheduled_for.astimezone(zone)

@@ -35,7 +35,7 @@ from runs.providers.base import ProviderError
 from runs.providers.classify import classify_response, classify_transport_error
 from runs.providers.retry import with_retries
 from schedules.models import Notice, NotificationAttempt, NotificationSettings
-from schedules.notices import completed, decided, paused
+from schedules.notices import budget, capped, completed, decided, paused
 from schedules.notices.channels import settings_for, sign
 from schedules.notices.message import Message
 
@@ -53,6 +53,8 @@ KINDS: dict[str, ModuleType] = {
     Notice.Kind.PAUSED: paused,
     Notice.Kind.DECIDED: decided,
     Notice.Kind.COMPLETED: completed,
+    Notice.Kind.BUDGET: budget,
+    Notice.Kind.MONTHLY_CAP: capped,
 }
 
 Record = Callable[..., NotificationAttempt]
@@ -109,7 +111,9 @@ def deliver(
     """Send one notice on each of its channels that has no final attempt for it yet (delivered,
     failed or skipped; a crash between retries leaves only `retrying` ones)."""
     row = (
-        Notice.objects.select_related("owner", "schedule", "pause_event__schedule", "occurrence")
+        Notice.objects.select_related(
+            "owner", "schedule", "pause_event__schedule", "occurrence__revision", "budget_alert"
+        )
         .filter(pk=notice_id)
         .first()
     )

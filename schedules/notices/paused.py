@@ -1,12 +1,13 @@
 """A schedule paused itself (its failure limit, or a definition that cannot run): the owner is told
 once, content-free like `schedule.run_accounted`: the title, when and why in one sentence, the
 classification of the failed runs that tripped it, the count and the limit, and a link. Never a
-prompt, an answer or a provider message. To the owner, on the channels they hear pauses on."""
+prompt, an answer or a provider message. To the owner, on the channels they hear pauses on. The
+same pause told within a day is not told again (`_told_within_a_day`)."""
 
 from __future__ import annotations
 
 import zoneinfo
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.urls import reverse
@@ -19,10 +20,14 @@ from schedules import selectors
 from schedules.models import Notice, NotificationSettings, PauseEvent
 from schedules.notices.message import Message
 
+# Identical pause notices of one schedule within this window fold into the first (SPEC 12).
+FOLD_WINDOW = timedelta(hours=24)
+
 
 def queue(event: PauseEvent) -> Notice | None:
-    """In the pause's transaction: the notice of a pause the schedule made itself."""
-    if not event.needs_notice:
+    """In the pause's transaction: the notice of a pause the schedule made itself, unless the same
+    pause was told within the last day (None then)."""
+    if not event.needs_notice or _told_within_a_day(event):
         return None
     return Notice.objects.create(
         kind=Notice.Kind.PAUSED,
@@ -31,6 +36,50 @@ def queue(event: PauseEvent) -> Notice | None:
         pause_event=event,
         created_at=event.created_at,
     )
+
+
+def _told_within_a_day(event: PauseEvent) -> bool:
+    """Whether a paused notice of this schedule written in the FOLD_WINDOW before `event` told the
+    same thing: the same reason and detail, tripped by failures of the same classification. An owner
+    who resumes a broken schedule twice a day should not get the same email twice; a different
+    reason or failure is news and tells. Only rows that told count, so the window is not stretched
+    by the folded ones. The caller holds the schedule's lock, so two pauses cannot both miss."""
+    earlier = list(
+        PauseEvent.objects.filter(
+            schedule_id=event.schedule_id,
+            reason=event.reason,
+            detail=event.detail,
+            notices__kind=Notice.Kind.PAUSED,
+            notices__created_at__gte=event.created_at - FOLD_WINDOW,
+            notices__created_at__lte=event.created_at,
+        )
+        .exclude(pk=event.pk)
+        .distinct()
+    )
+    if not earlier:
+        return False
+    classification = _tripping_classification(event)
+    return any(_tripping_classification(told) == classification for told in earlier)
+
+
+def _tripping_classification(event: PauseEvent) -> tuple[str, str] | None:
+    """(reason, error_class) of the newest failed `schedule.run_accounted` up to the pause, read
+    like `pause_notice` reads the failures it names; None when no run failed (a definition pause)."""
+    accounted = (
+        AccountingEvent.objects.filter(
+            schedule_id=event.schedule_id,
+            event=AccountingEvent.Kind.RUN_ACCOUNTED,
+            created_at__lte=event.created_at,
+            payload__failure__isnull=False,
+        )
+        .exclude(payload__failure=None)
+        .order_by("-created_at", "-id")
+        .values_list("payload__failure", flat=True)
+        .first()
+    )
+    if not accounted:
+        return None
+    return str(accounted.get("reason", "")), str(accounted.get("error_class", ""))
 
 
 def channels(owner: NotificationSettings) -> tuple[bool, bool]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from schedules.selectors.conversations import Thread, chat_conversations, conversation_thread
 from schedules.selectors.requests import (
+    cap_replay,
     recorded_runs,
     replay_report,
     request_page,
@@ -31,6 +32,7 @@ __all__ = [
     "Change",
     "StatusPanel",
     "Thread",
+    "cap_replay",
     "chat_conversations",
     "conversation_page",
     "conversation_thread",

@@ -1,5 +1,5 @@
 """A conversation as the owner reads it: each message, the steps its run took (model calls, tool
-calls with a short result, the synthesis-only turn), the answer, the schedules created or
+calls with a short result, the synthesis-only turn), the answer, the schedules proposed, created or
 changed there as cards, refusals with what to do instead, and what was sent of the history.
 
 A fixed number of queries, however long the conversation: the newest THREAD_RUNS exchanges.
@@ -18,7 +18,8 @@ from accounting.formatting import money_text
 from runs.failures import Failure
 from runs.limits import RunLimits
 from runs.models import Agent, Conversation, Run, TranscriptEntry
-from schedules.models import Schedule, ScheduleRevision, revision_snapshot
+from schedules import proposals
+from schedules.models import Proposal, Schedule, ScheduleRevision, revision_snapshot
 from schedules.schemas import NOT_UPDATABLE_MESSAGE
 from schedules.selectors.runs import Bar, run_bars, synthesis_reason
 from schedules.selectors.schedules import Change, diff
@@ -98,6 +99,8 @@ class Exchange:
     bars: list[Bar]
     failure: Failure | None
     synthesis_reason: str
+    # Schedules its schedule.create calls proposed, waiting for (or given) the owner's confirmation.
+    proposals: list[proposals.ProposalCard] = field(default_factory=list)
 
     @property
     def in_flight(self) -> bool:
@@ -150,6 +153,7 @@ def conversation_thread(
     runs = newest[:last][::-1]
     entries = _entries(runs)
     cards, refusals = _cards(conversation, runs, entries)
+    proposed = _proposals(conversation, runs)
     agent = conversation.agent if conversation.agent_id else (runs[-1].agent if runs else None)
     schedule = None
     if conversation.is_scheduled and conversation.schedule_id:
@@ -165,10 +169,28 @@ def conversation_thread(
             bars=run_bars(run),
             failure=Failure.from_run(run),
             synthesis_reason=synthesis_reason(run),
+            proposals=proposed.get(run.pk, []),
         )
         for run in runs
     ]
     return Thread(conversation, agent, exchanges, earlier=len(newest) > last, schedule=schedule)
+
+
+def _proposals(conversation: Conversation, runs: list[Run]) -> dict[int, list[proposals.ProposalCard]]:
+    """The proposals these runs made, as cards, by run (one query, and the month's forecast when
+    one of them is open: schedules.proposals.cards)."""
+    found: dict[int, list[proposals.ProposalCard]] = defaultdict(list)
+    if not runs:
+        return found
+    rows = list(
+        Proposal.objects.filter(conversation_id=conversation.pk, run_id__in=[r.pk for r in runs])
+        .select_related("agent")
+        .order_by("created_at", "id")
+    )
+    for card in proposals.cards(rows, conversation.owner_id):
+        assert card.proposal.run_id is not None
+        found[card.proposal.run_id].append(card)
+    return found
 
 
 def _entries(runs: list[Run]) -> dict[int, list[TranscriptEntry]]:

@@ -13,14 +13,14 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from accounting.formatting import local_text, money_text
 from accounting.ledger import ZERO
-from accounting.models import AccountingEvent, LedgerEntry
-from accounting.money import MONEY_PLACES, parse_money
+from accounting.models import AccountingEvent, LedgerEntry, owner_zone
+from accounting.money import MONEY_PLACES, format_money, parse_money
 from runs.failures import Failure, Reason
 from runs.limits import MAX_COST, MAX_COUNT, RunLimits, validate_limits, with_reserves
 from runs.models import Run, TranscriptEntry
@@ -473,6 +473,62 @@ def resume_advice(
     return Advice(None, "", waiting=waiting, declined=declined)
 
 
+# -- what a monthly cap would have skipped ------------------------------------------------------------
+
+CAP_MONTHS = 6  # the months of history a cap is replayed against
+
+
+@dataclass(frozen=True)
+class CapMonth:
+    """One calendar month of the schedule's accounted runs (the owner's zone), replayed against a cap:
+    a slot is skipped when the month's spend so far plus the run's cost limit would be above it."""
+
+    month: date
+    runs: int
+    spent: Decimal
+    would_run: int
+    first_skip: datetime | None
+
+    @property
+    def skipped(self) -> int:
+        return self.runs - self.would_run
+
+
+def cap_replay(
+    schedule: Schedule, cap: Decimal | None, max_cost: Decimal, zone_name: str, *, now: datetime | None = None
+) -> list[CapMonth]:
+    """The last CAP_MONTHS months, newest first, with what `cap` would have let run (one query over the
+    content-free accounting events, which outlive the runs). Without a cap: nothing to replay."""
+    if cap is None:
+        return []
+    zone = owner_zone(zone_name)
+    since = (now or datetime.now(zone)).astimezone(zone).date().replace(day=1)
+    for _ in range(CAP_MONTHS - 1):
+        since = (since - timedelta(days=1)).replace(day=1)
+    events = AccountingEvent.objects.filter(
+        schedule_id=schedule.pk,
+        event=AccountingEvent.Kind.RUN_ACCOUNTED,
+        created_at__gte=datetime.combine(since, datetime.min.time(), zone),
+    ).order_by("created_at", "id")
+    months: dict[date, list[tuple[datetime, Decimal]]] = defaultdict(list)
+    for created_at, payload in events.values_list("created_at", "payload"):
+        when = created_at.astimezone(zone)
+        cost = parse_money(str((payload.get("usage") or {}).get("cost", "0")), "cost", places=MONEY_PLACES)
+        months[when.date().replace(day=1)].append((when, cost))
+    found = []
+    for month in sorted(months, reverse=True):
+        spent, ran, first_skip = ZERO, 0, None
+        for when, cost in months[month]:
+            if spent + max_cost > cap:
+                first_skip = first_skip or when
+                continue
+            spent += cost
+            ran += 1
+        runs = months[month]
+        found.append(CapMonth(month, len(runs), sum((c for _, c in runs), ZERO), ran, first_skip))
+    return found
+
+
 # -- the request page ------------------------------------------------------------------------------
 
 
@@ -490,9 +546,11 @@ class RequestPage:
     @property
     def initial(self) -> dict[str, str]:
         limits = self.suggestion.limits.to_json()
+        cap = self.schedule.revision.monthly_cap
         return {
             **{name: str(value) for name, value in limits.items()},
             "max_consecutive_failures": str(self.suggestion.max_consecutive_failures),
+            "monthly_cap": format_money(cap) if cap is not None else "",
         }
 
 

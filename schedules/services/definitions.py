@@ -4,6 +4,7 @@ updates, and explicit revisions (docs/contract.md#schedules, docs/decisions/0002
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from accounting import ledger
 from accounting.models import OwnerBudget
+from accounting.money import format_money
 from accounting.selectors import owner_timezone
 from runs.limits import RunLimits, validate_limits, with_reserves
 from runs.models import Agent
@@ -102,10 +104,15 @@ def create_policy_limits(agent: Agent, owner_id: int) -> RunLimits:
     return validate_limits(pinned.to_json())  # model_copy skips validation; the pinned value must not
 
 
-def check_room(owner_id: int) -> None:
+def check_room(owner_id: int, *, lock: bool = True) -> None:
     """One more active schedule must fit under the owner's cap. Under the owner's budget row
-    lock, so twenty concurrent creations cannot all see room for one."""
-    budget = OwnerBudget.objects.select_for_update().get(owner_id=owner_id)
+    lock, so twenty concurrent creations cannot all see room for one; `lock=False` reads the same
+    rule without it, for a check that writes no schedule (a proposal, schedules.proposals)."""
+    budget = (
+        OwnerBudget.objects.select_for_update().get(owner_id=owner_id)
+        if lock
+        else ledger.budget_for(owner_id)
+    )
     limit = budget.effective_max_active_schedules
     if Schedule.objects.filter(owner_id=owner_id, status=Schedule.Status.ACTIVE).count() >= limit:
         raise ScheduleLimit(limit)
@@ -156,20 +163,23 @@ def _check_recurrence(kind: str, cron: str, tz: str, run_at: datetime | None, no
     return first
 
 
-def create_schedule(
-    owner: AbstractBaseUser,
-    data: ScheduleCreate,
-    *,
-    via: str,
-    now: datetime | None = None,
-    conversation_id: int | None = None,
-    run_id: int | None = None,
-) -> Schedule:
-    """schedule.create: the owner's new schedule with revision 1 pinned by the policy. In chat,
-    the revision names the conversation and run that wrote it."""
-    now = now or timezone.now()
-    owner_id = user_id_of(owner)
-    assert owner_id is not None
+@dataclass(frozen=True)
+class CheckedCreate:
+    """A schedule.create definition that passed every check made before anything is written."""
+
+    agent: Agent
+    kind: str
+    cron: str
+    timezone: str
+    first_slot: datetime
+    limits: RunLimits
+
+
+def check_create(owner_id: int, data: ScheduleCreate, *, via: str, now: datetime) -> CheckedCreate:
+    """Every check of schedule.create before it writes (the cap on active schedules aside, which
+    is read under a lock when writing): run_at or cron with timezone, an active agent, a
+    recurrence that fires, the chat interval; with the limits the policy pins. Raises
+    InvalidSchedule naming the field. Shared by create_schedule and chat proposals."""
     if data.run_at is not None and data.cron is not None:
         raise InvalidSchedule(
             {"cron": "give either run_at (one-time) or cron and timezone (recurring), not both"}
@@ -190,14 +200,32 @@ def create_schedule(
     if via == CHAT and kind == Schedule.Kind.RECURRING:
         _check_chat_interval(owner_id, cron)
     limits = create_policy_limits(agent, owner_id)
+    return CheckedCreate(agent, kind, cron, tz, first_slot, limits)
+
+
+def create_schedule(
+    owner: AbstractBaseUser,
+    data: ScheduleCreate,
+    *,
+    via: str,
+    now: datetime | None = None,
+    conversation_id: int | None = None,
+    run_id: int | None = None,
+) -> Schedule:
+    """schedule.create: the owner's new schedule with revision 1 pinned by the policy. In chat,
+    the revision names the conversation and run that wrote it."""
+    now = now or timezone.now()
+    owner_id = user_id_of(owner)
+    assert owner_id is not None
+    checked = check_create(owner_id, data, via=via, now=now)
     with transaction.atomic():
         check_room(owner_id)
         schedule = Schedule.objects.create(
             owner_id=owner_id,
             title=data.title,
-            kind=kind,
+            kind=checked.kind,
             status=Schedule.Status.ACTIVE,
-            next_occurrence_at=first_slot,
+            next_occurrence_at=checked.first_slot,
         )
         revision = ScheduleRevision.objects.create(
             schedule=schedule,
@@ -208,11 +236,11 @@ def create_schedule(
             via=via,
             title=data.title,
             prompt=data.prompt,
-            cron=cron,
-            timezone=tz,
+            cron=checked.cron,
+            timezone=checked.timezone,
             run_at=data.run_at,
-            agent=agent,
-            limits=limits.to_json(),
+            agent=checked.agent,
+            limits=checked.limits.to_json(),
             max_consecutive_failures=CREATE_FAILURE_LIMIT,
             conversation_id=conversation_id,
             run_id=run_id,
@@ -236,6 +264,7 @@ def _next_revision(
         "agent_id": current.agent_id,
         "limits": current.limits,
         "max_consecutive_failures": current.max_consecutive_failures,
+        "monthly_cap": current.monthly_cap,
         "reason": "",
         **fields,
     }
@@ -330,6 +359,20 @@ class RevisionChanged(Exception):
     """The schedule got a newer revision than the one the change was reviewed against."""
 
 
+def cap_of(data: ExplicitRevision, current: ScheduleRevision) -> Decimal | None:
+    """The monthly cap an explicit revision pins: the one given (null: none), or the current one when
+    the body leaves it out; refused when it is below the new cost limit (it could never admit a run)."""
+    cap = data.monthly_cap if "monthly_cap" in data.model_fields_set else current.monthly_cap
+    if cap is not None and cap < data.limits.max_cost:
+        raise InvalidSchedule(
+            {
+                "monthly_cap": f"monthly_cap: USD {format_money(cap)} is below the cost limit of one run "
+                f"(USD {format_money(data.limits.max_cost)}), so it could never admit a run"
+            }
+        )
+    return cap
+
+
 def pin_revision(
     schedule: Schedule,
     data: ExplicitRevision,
@@ -362,6 +405,7 @@ def pin_revision(
             reason=data.reason,
             limits=data.limits.to_json(),
             max_consecutive_failures=data.max_consecutive_failures,
+            monthly_cap=cap_of(data, locked.revision),
             request=request,
         )
         Schedule.objects.filter(pk=locked.pk).update(current_revision=revision)

@@ -27,6 +27,7 @@ from schedules.schemas import (
 from schedules.services.definitions import (
     PIN_PERMISSION,
     ScheduleCompleted,
+    cap_of,
     lock_schedule,
     pin_revision,
     user_id_of,
@@ -79,6 +80,7 @@ def request_revision(
             base_revision=locked.revision.number,
             limits=data.limits.to_json(),
             max_consecutive_failures=data.max_consecutive_failures,
+            monthly_cap=cap_of(data, locked.revision),
             reason=data.reason,
         )
         _record(request, RevisionRequestEvent.Action.REQUESTED, by=by, via=via, at=now)
@@ -106,6 +108,9 @@ def pin_from_request(
         locked = RevisionRequest.objects.select_for_update().get(pk=request.pk)
         if not locked.is_open:
             raise RequestDecided(locked)
+        if "monthly_cap" not in data.model_fields_set:  # the decision keeps the cap the owner asked for
+            data = data.model_copy(update={"monthly_cap": locked.monthly_cap})
+            data.model_fields_set.add("monthly_cap")
         revision = pin_revision(
             schedule, data, by=by, via=via, now=now, expected_number=expected_number, request=locked
         )

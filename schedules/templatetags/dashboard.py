@@ -38,6 +38,9 @@ TONES: dict[str, str] = {
     "open": "info",
     "pinned": "ok",
     "declined": "bad",
+    # schedules the assistant proposed in chat
+    "confirmed": "ok",
+    "expired": "muted",
 }
 
 

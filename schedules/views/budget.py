@@ -8,18 +8,20 @@ from django.shortcuts import render
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET
 
-from accounting import selectors
+from accounting import alerts, selectors
 from accounting.models import Reservation
-from accounting.selectors import owner_timezone, request_summary
+from accounting.selectors import owner_timezone, request_alerts, request_budget, request_summary
 from config.http import HtmxRequest
+from schedules import forecast
 from schedules.models import Schedule
 
 
 @require_GET
 @login_required
 def budget(request: HtmxRequest) -> HttpResponse:
-    """Spend against the ceilings, open reservations, and 30 days of daily spend by schedule as a
-    server-rendered SVG chart. The summary is the top bar's, computed once for the request."""
+    """Spend against the ceilings, the month's forecast and alert thresholds, open reservations, and 30
+    days of daily spend by schedule as a server-rendered SVG chart. The summary is the top bar's,
+    computed once for the request."""
     tz = owner_timezone(request)
     summary = SimpleLazyObject(lambda: request_summary(request))
     chart = selectors.daily_spend(request.user.pk, tz)
@@ -34,6 +36,11 @@ def budget(request: HtmxRequest) -> HttpResponse:
         "names": names,
         "reservations": reservations,
         "owner_tz": tz,
+        "forecast": forecast.month_forecast(
+            request.user.pk, budget=request_budget(request), summary=request_summary(request)
+        ),
+        "thresholds": alerts.thresholds_of(request_budget(request)),
+        "crossed": request_alerts(request),
     }
     return render(request, "accounting/budget.html", context)
 

@@ -1,4 +1,5 @@
-"""Talking to the assistant: a new conversation, its page, a message, and Stop.
+"""Talking to the assistant: a new conversation, its page, a message, Stop, and confirming or
+declining a schedule the assistant proposed (docs/contract.md#confirm-before-chat-creates-a-schedule).
 
 Sending never waits on the provider: the view queues the run (with its reservation and its
 django-q2 task, in one transaction) and returns. The page then polls its tail, the newest
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ObjectDoesNotExist
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -26,14 +28,26 @@ from config.http import HtmxRequest
 from runs import conversations, services
 from runs.models import Agent, Conversation, Run
 from runs.tasks import enqueue_runs
-from schedules import selectors
+from schedules import proposals, selectors
 from schedules.forms import ConversationForm, MessageForm
+from schedules.models import Proposal
+from schedules.services import ScheduleLimit
 
 REFUSED = (
     conversations.RunInProgress,
     conversations.ScheduledConversation,
     conversations.AgentRetired,
     conversations.NotAdmitted,
+)
+# A "yes" that could not confirm the proposal it answers: the message is not sent.
+NOT_CONFIRMED = (proposals.ProposalInvalid, ScheduleLimit)
+# Why a proposal's Confirm or Decline did nothing, each with its `message`.
+UNDECIDED = (
+    proposals.ProposalDeclined,
+    proposals.ProposalExpired,
+    proposals.ProposalConfirmed,
+    proposals.ProposalInvalid,
+    ScheduleLimit,
 )
 
 
@@ -101,9 +115,12 @@ def send_message(request: HtmxRequest, pk: int) -> HttpResponse:
     form = MessageForm(request.POST)
     if form.is_valid():
         try:
+            proposals.confirm_from_message(conversation, request.user, form.parsed_message)
             conversations.send_message(conversation, form.parsed_message, enqueue=enqueue_runs)
         except Conversation.DoesNotExist:
             raise Http404("The conversation was deleted.") from None
+        except NOT_CONFIRMED as refusal:
+            form.add_error(None, f"Not sent: the proposed schedule was not created. {refusal.message}")
         except REFUSED as refusal:
             form.add_error(None, refusal.message)
         else:
@@ -136,3 +153,51 @@ def cancel_run(request: HtmxRequest, pk: int) -> HttpResponse:
         return render(request, "runs/conversation.html#tail", context)
     messages.add_message(request, messages.SUCCESS if stopped else messages.INFO, notice)
     return redirect("runs:conversation", pk=run.conversation_id)
+
+
+def _decided(request: HtmxRequest, proposal: Proposal, notice: str, level: int) -> HttpResponse:
+    """HTMX: the proposal's card as it is now, with what happened; otherwise back to it."""
+    if request.htmx:
+        zone = owner_timezone(request)
+        card = proposals.card(Proposal.objects.select_related("agent").get(pk=proposal.pk), zone_name=zone)
+        tone = {messages.SUCCESS: "ok", messages.WARNING: "warn"}.get(level, "info")
+        context = {"card": card, "owner_tz": zone, "proposal_notice": notice, "notice_tone": tone}
+        return render(request, "runs/conversation.html#proposal", context)
+    messages.add_message(request, level, notice)
+    return redirect(
+        reverse("runs:conversation", args=[proposal.conversation_id]) + f"#proposal-{proposal.pk}"
+    )
+
+
+@require_POST
+@login_required
+@vary_on_headers("HX-Request")
+def confirm_proposal(request: HtmxRequest, pk: int) -> HttpResponse:
+    """Create the proposed schedule. Idempotent: confirmed already creates nothing more."""
+    proposal = get_object_or_404(Proposal.objects.owned_by(request.user), pk=pk)
+    try:
+        schedule, created = proposals.confirm(proposal.pk, request.user)
+    except ObjectDoesNotExist:  # the proposal, or the schedule it created, was deleted meanwhile
+        raise Http404("The proposal or its schedule was deleted.") from None
+    except UNDECIDED as refusal:
+        return _decided(request, proposal, refusal.message, messages.WARNING)
+    if created:
+        return _decided(
+            request, proposal, f"Created “{schedule.title}”: it is on your schedules.", messages.SUCCESS
+        )
+    return _decided(request, proposal, "It was confirmed already; nothing more was created.", messages.INFO)
+
+
+@require_POST
+@login_required
+@vary_on_headers("HX-Request")
+def decline_proposal(request: HtmxRequest, pk: int) -> HttpResponse:
+    """Decline the proposal: nothing is created. Idempotent."""
+    proposal = get_object_or_404(Proposal.objects.owned_by(request.user), pk=pk)
+    try:
+        proposals.decline(proposal.pk, request.user)
+    except Proposal.DoesNotExist:
+        raise Http404("The proposal was deleted.") from None
+    except UNDECIDED as refusal:
+        return _decided(request, proposal, refusal.message, messages.WARNING)
+    return _decided(request, proposal, "Declined: nothing was created.", messages.INFO)

@@ -53,5 +53,9 @@ def request_limits(request: HtmxRequest, pk: int) -> HttpResponse:
         "report": selectors.replay_report(page.runs, typed or page.suggestion.limits),
         "owner_tz": owner_timezone(request),
     }
+    cap = form.typed_cap() if form.is_bound else schedule.revision.monthly_cap
+    max_cost = (typed or page.suggestion.limits).max_cost
+    context["cap"] = cap
+    context["cap_months"] = selectors.cap_replay(schedule, cap, max_cost, owner_timezone(request))
     partial = request.htmx and checking
     return render(request, "schedules/request.html#replay" if partial else "schedules/request.html", context)

@@ -18,7 +18,7 @@ from accounting.numbers import whole_number
 from accounting.selectors import owner_timezone
 from config.http import HtmxRequest
 from runs.models import Agent
-from schedules import selectors, services
+from schedules import forecast, selectors, services
 from schedules.forms import ScheduleCompletionForm, ScheduleCreateForm, ScheduleUpdateForm
 from schedules.models import Schedule
 from schedules.notices import completed
@@ -81,6 +81,7 @@ def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
         # The no-JavaScript confirmation of a resume, in the panel (HTMX asks with hx-confirm).
         "confirming": request.GET.get("confirm") == "resume" and schedule.status == Schedule.Status.PAUSED,
         **_chat_context(schedule, detail.history),
+        "month": forecast.schedule_forecasts(schedule.owner_id, [schedule], zone_name=tz).get(schedule.pk),
     }
     return render(request, "schedules/detail.html", context)
 

@@ -152,6 +152,7 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("GET", "/runs/in-flight", "read", None),
     ("GET", "/accounting-events?schedule={schedule}", "read", None),
     ("GET", "/budget", "read", None),
+    ("PUT", "/budget/alerts", "write", {"thresholds": [50, 80, 100]}),
     ("DELETE", "/conversations/{conversation}", "write", None),
     ("GET", "/conversations", "read", None),
     ("GET", "/conversations/{chat}", "read", None),
@@ -161,6 +162,8 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("POST", "/schedules/{schedule}/revision-requests", "write", "ask"),
     ("GET", "/revision-requests?state=open", "pin_revision", "queue"),
     ("POST", "/revision-requests/{request}/decision", "pin_revision", "decide"),
+    ("POST", "/proposals/{proposal}/confirm", "write", None),
+    ("POST", "/proposals/{proposal}/decline", "write", None),
 ]
 # Routes an admin (pin permission) succeeds on; the others succeed for the owner.
 ADMIN_BODIES = ("pin", "queue", "decide")
@@ -187,6 +190,7 @@ class World:
         if "{live}" in template and self.live is None:
             self.live = running_run(self.owner, self.agent)
         request = self.open_request().pk if "{request}" in template else None
+        proposal = self.open_proposal().pk if "{proposal}" in template else None
         return template.format(
             schedule=self.schedule.pk,
             run=self.run.pk,
@@ -194,7 +198,20 @@ class World:
             chat=self.chat.pk,
             live=self.live.pk if self.live else 0,
             request=request,
+            proposal=proposal,
         )
+
+    def open_proposal(self) -> Any:
+        """A schedule the assistant proposed in `chat` (its first run's schedule.create), made on
+        first use (docs/contract.md#confirm-before-chat-creates-a-schedule)."""
+        from schedules import proposals
+        from schedules.models import Proposal
+
+        found = Proposal.objects.filter(conversation=self.chat).first()
+        if found is None:
+            run = self.chat.runs.order_by("pk").first()
+            found = proposals.propose(run, PROPOSED)
+        return found
 
     def open_request(self) -> Any:
         """The owner's open revision request on this schedule (asked on first use)."""
@@ -213,6 +230,14 @@ class World:
 @pytest.fixture
 def world(owner: User, agent: Any) -> World:
     return World(owner, agent)
+
+
+PROPOSED = {
+    "title": "Evening digest",
+    "prompt": "Summarise.",
+    "cron": "0 18 * * *",
+    "timezone": "Europe/Riga",
+}
 
 
 def valid_ask_body() -> dict[str, Any]:

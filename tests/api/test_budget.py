@@ -23,6 +23,13 @@ def test_the_budget_shows_ceilings_spend_and_reservations(owner, owner_api):
     assert response.status_code == 200
     body = response.json()
     month = body.pop("month")
+    assert body.pop("alerts") == {"thresholds": [50, 80, 100], "crossed": []}
+    # No schedule: the month's forecast is what is spent.
+    assert body.pop("forecast") == {
+        "month_expected": "0.612345",
+        "month_worst": "0.612345",
+        "ceiling_reached_on": None,
+    }
     assert body == {
         "ceilings": {"daily": "30.00", "monthly": "250.00"},
         "spent": {"today": "0.612345", "month": "0.612345"},

@@ -38,6 +38,7 @@ INVALID_BODIES = {
     ("POST", "/conversations/{chat}/messages"): {"message": ""},
     ("POST", "/schedules/{schedule}/revision-requests"): {"limits": {"max_cost": "5_0"}},
     ("POST", "/revision-requests/{request}/decision"): {"decision": "maybe"},
+    ("PUT", "/budget/alerts"): {"thresholds": [0, "50"]},
 }
 CONFLICTS = {
     ("POST", "/schedules"): "full",
@@ -50,6 +51,13 @@ CONFLICTS = {
     ("POST", "/runs/{live}/cancel"): "ended",
     ("POST", "/schedules/{schedule}/revision-requests"): "asked",
     ("POST", "/revision-requests/{request}/decision"): "decided",
+    ("POST", "/proposals/{proposal}/confirm"): "declined",
+    ("POST", "/proposals/{proposal}/decline"): "confirmed",
+}
+# A proposal's other answers: confirmed again (200) and expired (410).
+PROPOSAL_STATES = {
+    ("POST", "/proposals/{proposal}/confirm"): ("confirmed", "expired"),
+    ("POST", "/proposals/{proposal}/decline"): ("expired",),
 }
 
 
@@ -87,6 +95,8 @@ class Matrix:
         if state == "asked":  # one open request at a time
             world.open_request()
             return self.owner_api.request(method, world.path(template), body_of("ask"))
+        if state in ("declined", "confirmed", "expired"):
+            return self.proposal_in(state, method, template)
         if state == "decided":
             path = world.path(template)
             self.admin_api.request(method, path, body_of("decide"))
@@ -112,6 +122,19 @@ class Matrix:
             OwnerBudget.objects.filter(owner_id=self.owner.pk).update(
                 daily_ceiling=None, max_active_schedules=None
             )
+
+    def proposal_in(self, state: str, method: str, template: str) -> HttpResponse:
+        """The route on a proposal that is `state` already (declined, confirmed or expired)."""
+        from schedules.models import Proposal
+
+        world = self.fresh()
+        proposal = world.open_proposal()
+        if state in ("declined", "confirmed"):
+            action = {"declined": "decline", "confirmed": "confirm"}[state]
+            self.owner_api.post(f"/proposals/{proposal.pk}/{action}")
+        if state == "expired":
+            Proposal.objects.filter(pk=proposal.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        return self.owner_api.request(method, world.path(template))
 
     def rate_limited(self, method: str, template: str, body) -> HttpResponse:
         world = self.fresh()
@@ -146,6 +169,8 @@ def test_every_documented_response_is_produced_and_matches_the_served_schema(
             statuses.add(stranger.request(method, matrix.fresh().path(template), body_of(body)).status_code)
         if key in CONFLICTS:
             statuses.add(matrix.conflict(method, template).status_code)
+        for state in PROPOSAL_STATES.get(key, ()):
+            statuses.add(matrix.proposal_in(state, method, template).status_code)
         if key in INVALID_BODIES:
             api = matrix.admin_api if body in ADMIN_BODIES else matrix.owner_api
             statuses.add(api.request(method, matrix.fresh().path(template), INVALID_BODIES[key]).status_code)

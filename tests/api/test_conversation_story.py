@@ -11,7 +11,7 @@ import time_machine
 
 from runs.conversations import execute_message
 from schedules.models import Schedule
-from tests.factories import make_assistant
+from tests.factories import chat_creates_at_once, make_assistant
 
 pytestmark = pytest.mark.django_db
 
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 @time_machine.travel(datetime.fromisoformat("2026-09-03T06:00:00+00:00"), tick=False)
 def test_a_schedule_created_in_chat_through_the_api_and_a_budget_change_refused(owner, owner_api):
     make_assistant()
+    chat_creates_at_once(owner)  # confirming first is tests/api/test_proposals.py
 
     started = owner_api.post(
         "/conversations", {"agent": "sim-assistant", "message": "every weekday at 7:30 brief me on AI news"}

@@ -33,7 +33,10 @@ SPEC_ROUTES = {
     ("post", "/api/v1/runs/{run_id}/cancel"): "write",
     ("post", "/api/v1/schedules/{schedule_id}/revision-requests"): "write",
     ("get", "/api/v1/revision-requests"): "pin_revision",
+    ("put", "/api/v1/budget/alerts"): "write",
     ("post", "/api/v1/revision-requests/{request_id}/decision"): "pin_revision",
+    ("post", "/api/v1/proposals/{proposal_id}/confirm"): "write",
+    ("post", "/api/v1/proposals/{proposal_id}/decline"): "write",
 }
 
 

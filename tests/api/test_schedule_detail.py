@@ -35,7 +35,8 @@ def test_a_schedule_comes_with_its_revision_and_its_newest_occurrences(owner, ag
     assert moments == sorted(moments, reverse=True)
     assert moments[0] == (start + timedelta(days=11)).isoformat()
     assert {o["outcome"] for o in occurrences} == {"completed", "failed"}
-    assert set(occurrences[0]) == {"id", "scheduled_for", "outcome", "revision", "run_id"}
+    assert set(occurrences[0]) == {"id", "scheduled_for", "outcome", "skip_reason", "revision", "run_id"}
+    assert {o["skip_reason"] for o in occurrences} == {None}
     assert body["last_run"]["status"] == "completed"
     assert body["consecutive_failures"] == 0
 

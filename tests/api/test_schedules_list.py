@@ -42,6 +42,7 @@ REVISION_FIELDS = {
     "run_at",
     "limits",
     "max_consecutive_failures",
+    "monthly_cap",  # docs/contract.md#monthly-cap-per-schedule: null, none pinned
     # docs/contract.md#conversations: where a revision came from, and the conversation of one written in
     # chat.
     "via",

@@ -116,7 +116,7 @@ def test_the_owner_understands_the_pause_and_resumes_keeping_the_count(browser, 
     assert "Pause notifications" in page.locator("h2").first.inner_text()
     page.get_by_label("Webhook URL").fill(f"{base}/simulator/webhook/")
     page.get_by_label("POST a signed JSON notice to a webhook").check()
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     assert page.locator(".secret").inner_text().startswith("whsec_")
     page.get_by_role("button", name="Send a test notification").click()
     assert "Test webhook: delivered (HTTP 204)." in page.locator("#messages").inner_text()

@@ -12,7 +12,7 @@ import pytest
 from runs.models import Run
 from schedules.models import Schedule
 from tests.browser.conftest import LAPTOP, PHONE, serious_violations, shoot
-from tests.factories import make_agent, make_assistant, make_user
+from tests.factories import chat_creates_at_once, make_agent, make_assistant, make_user
 from tests.scheduler.conftest import process_env, read_log, spawn  # noqa: F401  (fixtures)
 
 pytestmark = [
@@ -34,6 +34,7 @@ def _sign_in(page, base: str) -> None:
 
 def test_the_owner_creates_a_schedule_in_chat_and_is_refused_a_bigger_budget(browser, live_server, spawn):  # noqa: F811
     owner = make_user("olga", tz="Europe/Riga")
+    chat_creates_at_once(owner)  # confirming a proposal first: test_owner_confirms_a_proposed_schedule.py
     make_assistant()
     cluster = spawn("qcluster")
     base = live_server.url

@@ -10,11 +10,18 @@ import time_machine
 
 from runs.models import TranscriptEntry
 from schedules.models import Schedule, ScheduleRevision
-from tests.factories import chat, make_assistant
+from tests.factories import chat, chat_creates_at_once, make_assistant
 
 pytestmark = pytest.mark.django_db
 
 THURSDAY_MORNING = datetime.fromisoformat("2026-09-03T06:00:00+00:00")
+
+
+@pytest.fixture(autouse=True)
+def _created_at_once(owner):
+    """What the assistant creates, without the owner's confirmation first (that is
+    tests/schedules/test_proposals.py)."""
+    chat_creates_at_once(owner)
 
 
 def _tools(run):

@@ -9,7 +9,7 @@ import pytest
 
 from runs.models import TranscriptEntry
 from schedules.models import Schedule, ScheduleRevision
-from tests.factories import limits, make_schedule, make_user
+from tests.factories import chat_creates_at_once, limits, make_schedule, make_user
 from tests.runs.wire import OPENAI, WIRES, Provider, execute, make_wire_agent
 
 pytestmark = pytest.mark.django_db
@@ -241,6 +241,7 @@ NEW = {
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
 def test_schedule_create_pins_the_policy_limits(owner, wire):
+    chat_creates_at_once(owner)  # without the owner's confirmation (tests/schedules/test_proposals.py)
     _, seen, _ = _use(owner, wire, ("schedule_create", NEW), tools=SCHEDULE_TOOLS)
 
     schedule = Schedule.objects.get(owner=owner)

@@ -128,13 +128,14 @@ def test_the_web_role_can_start_a_conversation_send_a_message_and_stop_it(owner)
 def test_the_scheduler_role_can_answer_a_message_and_send_completion_notices(owner, mailoutbox):
     from runs import conversations
     from schedules import notices
-    from tests.factories import make_assistant
+    from tests.factories import chat_creates_at_once, make_assistant
 
     owner.email = "olga@example.com"
     owner.save()
     notices.completed.update_completion_settings(
         owner, completion_email=True, completion_webhook=False, webhook_content=False
     )
+    chat_creates_at_once(owner)  # the tool writes the revision (proposals: the test below)
     assistant = make_assistant()
     queued = conversations.start_conversation(
         owner.pk, assistant, "every weekday at 7:30 brief me on AI news", enqueue=lambda ids: None
@@ -149,3 +150,37 @@ def test_the_scheduler_role_can_answer_a_message_and_send_completion_notices(own
         assert [a.outcome for a in notices.deliver_pending()] == ["delivered"]
     assert Schedule.objects.filter(owner=owner, revisions__via="chat").exists()
     assert schedule.pk and len(mailoutbox) == 1
+
+
+def test_the_scheduler_proposes_and_expires_and_the_web_confirms_and_declines(owner):
+    """docs/contract.md#confirm-before-chat-creates-a-schedule: the schedule.create tool writes a
+    proposal in the worker, the reaper records expiries; the owner decides on the web."""
+    from runs import conversations
+    from runs import services as run_services
+    from schedules import proposals
+    from schedules.models import Proposal
+    from tests.factories import make_assistant
+
+    assistant = make_assistant()
+    asked = [
+        conversations.start_conversation(owner.pk, assistant, message, enqueue=lambda ids: None)
+        for message in (
+            "every weekday at 7:30 brief me on AI news",
+            "every day at 9 brief me on markets",
+            "every Monday at 18:00 remind me to review the week",
+        )
+    ]
+    with acting_as("scheduler"):
+        for run in asked:
+            answered = conversations.execute_message(run.pk, sleep=lambda s: None)
+            assert answered is not None and answered.status == "completed", answered.failure_message
+        first, second, third = Proposal.objects.order_by("pk")
+        Proposal.objects.filter(pk=third.pk).update(expires_at=timezone.now())
+        assert proposals.expire_stale() == 1
+    with acting_as("web"):
+        schedule, created = proposals.confirm(first.pk, owner)
+        assert created and proposals.decline(second.pk, owner).status == "declined"
+        with pytest.raises(proposals.ProposalExpired):
+            proposals.confirm(third.pk, owner)
+        run_services.delete_conversation(asked[1].conversation)  # its proposal goes with it
+    assert schedule.revision.via == "chat" and not Proposal.objects.filter(pk=second.pk).exists()

@@ -18,7 +18,7 @@ from schedules.schemas import InvalidSchedule, parse_create, parse_update
 from schedules.tools import CreateArguments, UpdateArguments, schedule_create, schedule_update
 from tests.api.conftest import Api, error_of, token_for
 from tests.concurrency import race
-from tests.factories import make_assistant, make_schedule, running_run
+from tests.factories import chat_creates_at_once, make_assistant, make_schedule, running_run
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +108,7 @@ def context(owner):
     from runs.tools import ToolContext
 
     assistant = make_assistant()
+    chat_creates_at_once(owner)  # created at once; proposals are checked alike (test_proposals.py)
     conversation = Conversation.objects.create(owner=owner, agent=assistant, title="Chat")
     run = running_run(owner, assistant, conversation=conversation)
     return ToolContext(run=run, agent=assistant, http=None, delegate=None)  # type: ignore[arg-type]

@@ -15,7 +15,15 @@ from accounting.models import OwnerBudget, Reservation
 from runs import conversations
 from runs.models import Agent, Conversation, Run
 from schedules.models import Schedule
-from tests.factories import answered_conversation, chat, fail, make_assistant, make_schedule, materialize
+from tests.factories import (
+    answered_conversation,
+    chat,
+    chat_creates_at_once,
+    fail,
+    make_assistant,
+    make_schedule,
+    materialize,
+)
 from tests.runs.test_history import _earlier
 from tests.views.conftest import HTMX
 
@@ -114,6 +122,7 @@ def test_a_refused_admission_is_shown_with_the_figures_and_nothing_is_written(ow
 
 @time_machine.travel(THURSDAY_MORNING, tick=False)
 def test_the_page_shows_each_step_the_answer_and_the_schedule_card(owner, owner_client, assistant):
+    chat_creates_at_once(owner)  # the card of a proposal: tests/schedules/test_proposals.py
     run = chat(owner, assistant, "every weekday at 7:30 brief me on AI news")
     schedule = Schedule.objects.get(owner=owner)
 
@@ -138,6 +147,7 @@ def test_the_page_shows_each_step_the_answer_and_the_schedule_card(owner, owner_
 
 @time_machine.travel(THURSDAY_MORNING, tick=False)
 def test_a_budget_change_in_chat_shows_the_refusal_and_what_to_do_instead(owner, owner_client, assistant):
+    chat_creates_at_once(owner)  # the card of a proposal: tests/schedules/test_proposals.py
     first = chat(owner, assistant, "every weekday at 7:30 brief me on AI news")
     schedule = Schedule.objects.get(owner=owner)
     chat(owner, assistant, f"give schedule {schedule.pk} a USD 20 budget", conversation=first.conversation)
@@ -375,6 +385,7 @@ def test_the_list_shows_agent_last_message_and_a_run_in_progress_newest_activity
 
 @time_machine.travel(THURSDAY_MORNING, tick=False)
 def test_the_schedules_revision_history_says_via_chat_and_links_back(owner, owner_client, assistant):
+    chat_creates_at_once(owner)  # the card of a proposal: tests/schedules/test_proposals.py
     run = chat(owner, assistant, "every weekday at 7:30 brief me on AI news")
     schedule = Schedule.objects.get(owner=owner)
 

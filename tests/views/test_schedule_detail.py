@@ -118,7 +118,9 @@ def test_the_detail_page_costs_a_fixed_number_of_queries(
         services.update_schedule(
             schedule, parse_update({"title": f"Briefing {number}"}), by=owner, via="test"
         )
-    with django_assert_max_num_queries(13):  # 12, and the schedule's requests for new limits
+    # 12, the schedule's requests for new limits, the top bar's crossed thresholds, and this month's
+    # spend and recent runs' median for its forecast.
+    with django_assert_max_num_queries(16):
         response = owner_client.get(f"/schedules/{schedule.pk}/")
     assert response.status_code == 200
     assert response.text.count("Deleted with its conversation") == 0

@@ -24,7 +24,7 @@ from runs.limits import RunLimits
 from runs.models import Agent
 from runs.providers import simulated
 from runs.providers.simulated import MODELS
-from schedules import execution, recurrence, services
+from schedules import execution, proposals, recurrence, services
 from schedules.models import Schedule
 from schedules.schemas import parse_create, parse_explicit
 
@@ -95,13 +95,16 @@ DEMO_SCHEDULES = [
 ]
 
 
-# The demo conversation: the owner asks the assistant for two schedules, then for a bigger
-# budget, which schedule.update refuses. Each message runs through the real loop.
+# The demo conversation: the owner asks the assistant for two schedules, confirming each proposal
+# with "yes" (docs/contract.md#confirm-before-chat-creates-a-schedule), then for a bigger budget,
+# which schedule.update refuses. Each message runs through the real loop.
 CHAT_AGENT = "sim-assistant"
 CHAT_TOOLS = ["clock.now", "schedule.create", "schedule.update"]
 CHAT_MESSAGES = [
     "every weekday at 7:30 brief me on AI news",
+    "yes",
     "every Monday at 18:00 remind me to review the week's spend",
+    "yes",
     "give schedule {first} a USD 20 budget",
 ]
 CHAT_FIRST_TITLE = "AI news briefing"
@@ -220,6 +223,7 @@ class Command(BaseCommand):
                 run = conversations.start_conversation(owner.pk, agent, message, enqueue=queued.extend)
                 conversation = run.conversation
             else:
+                proposals.confirm_from_message(conversation, owner, message)
                 run = conversations.send_message(conversation, message, enqueue=queued.extend)
             conversations.execute_message(run.pk, sleep=lambda seconds: None)
 

@@ -1,0 +1,173 @@
+"""Threshold alerts on the daily and monthly ceilings (docs/contract.md#threshold-alerts).
+
+Crossing is judged at each admission (in its transaction, under the owner's budget row lock) and
+after each charge: when spent + open reservations first reaches a threshold's share of a ceiling in
+a period (the owner-local day or month), a BudgetAlert row is inserted for that threshold and
+period. The insert is `ON CONFLICT DO NOTHING ... RETURNING`, so fifty runs crossing together
+record it once, and only the judge whose insert won sends `thresholds_crossed`: the schedules app
+writes the notice in the same transaction (schedules.notices.budget). A raised ceiling re-arms
+the thresholds now above the level (their rows are marked `rearmed_at`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from accounting import ledger
+from accounting.models import BudgetAlert, OwnerBudget, default_alert_thresholds, owner_zone
+from accounting.signals import thresholds_crossed
+
+MAX_THRESHOLDS = 5
+
+
+class InvalidThresholds(ValueError):
+    """Thresholds the owner cannot have; the message says why, in words."""
+
+
+def parse_thresholds(value: Any) -> list[int]:
+    """Whole percentages 1-100, distinct, at most five, as JSON integers (a string, a boolean or a
+    fraction is refused, not read as a number); returned ascending."""
+    if not isinstance(value, list):
+        raise InvalidThresholds("give a list of whole percentages from 1 to 100, such as [50, 80, 100]")
+    if len(value) > MAX_THRESHOLDS:
+        raise InvalidThresholds(f"at most {MAX_THRESHOLDS} thresholds")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise InvalidThresholds(
+                f"{str(item)[:20]!r} is not a whole percentage: use numbers from 1 to 100"
+            )
+        if not 1 <= item <= 100:
+            raise InvalidThresholds(f"{item} is outside 1-100")
+    if len(set(value)) != len(value):
+        raise InvalidThresholds("each threshold may be given once")
+    return sorted(value)
+
+
+def thresholds_of(budget: OwnerBudget) -> list[int]:
+    """The owner's thresholds; the default ones if the stored value is not valid (old data)."""
+    try:
+        return parse_thresholds(budget.alert_thresholds)
+    except InvalidThresholds:
+        return default_alert_thresholds()
+
+
+def set_thresholds(owner_id: int, value: Any) -> list[int]:
+    """Save the owner's thresholds (InvalidThresholds: nothing is saved). A new threshold already
+    below the level is told at the next admission or charge."""
+    thresholds = parse_thresholds(value)
+    ledger.budget_for(owner_id)
+    OwnerBudget.objects.filter(owner_id=owner_id).update(
+        alert_thresholds=thresholds, updated_at=timezone.now()
+    )
+    return thresholds
+
+
+@dataclass(frozen=True)
+class Level:
+    """Where one period stands: spent + open reservations against its ceiling."""
+
+    period: str
+    start: date
+    ceiling: Decimal
+    level: Decimal
+
+    def reached(self, thresholds: list[int]) -> list[int]:
+        return [t for t in thresholds if self.ceiling > 0 and self.level * 100 >= self.ceiling * t]
+
+
+def levels(summary: ledger.BudgetSummary, now: datetime) -> list[Level]:
+    today = now.astimezone(owner_zone(summary.timezone)).date()
+    return [
+        Level(BudgetAlert.Period.DAY, today, summary.daily_ceiling, summary.spent_today + summary.open_total),
+        Level(
+            BudgetAlert.Period.MONTH,
+            today.replace(day=1),
+            summary.monthly_ceiling,
+            summary.spent_month + summary.open_total,
+        ),
+    ]
+
+
+_INSERT = f"""INSERT INTO "{BudgetAlert._meta.db_table}"
+    (owner_id, period, period_start, threshold, ceiling, level, created_at, batch)
+SELECT %s, * FROM unnest(%s::text[], %s::date[], %s::smallint[], %s::numeric[], %s::numeric[]),
+    (SELECT %s::timestamptz, %s::uuid) AS judgement
+ON CONFLICT (owner_id, period, period_start, threshold) WHERE rearmed_at IS NULL DO NOTHING
+RETURNING id"""  # noqa: S608 - the table name is model metadata
+
+
+def judge(owner_id: int, summary: ledger.BudgetSummary, thresholds: list[int], *, now: datetime) -> list[int]:
+    """Record the thresholds the summary reaches that are not yet recorded for their period; tell
+    the owner of those this call recorded (one notice naming them all). Inside the caller's
+    transaction. Returns the new BudgetAlert ids."""
+    rows = [(lv, t) for lv in levels(summary, now) for t in lv.reached(thresholds)]
+    if not rows:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT,
+            [
+                owner_id,
+                [lv.period for lv, _ in rows],
+                [lv.start for lv, _ in rows],
+                [t for _, t in rows],
+                [lv.ceiling for lv, _ in rows],
+                [lv.level for lv, _ in rows],
+                now,
+                uuid.uuid4(),
+            ],
+        )
+        created = [row[0] for row in cursor.fetchall()]
+    if created:
+        thresholds_crossed.send(sender=BudgetAlert, owner_id=owner_id, alert_ids=created)
+    return created
+
+
+def judge_owner(owner_id: int, *, now: datetime | None = None) -> list[int]:
+    """After a charge: read where the owner stands and judge it, in a transaction of its own (the
+    alert row and its notice together)."""
+    now = now or timezone.now()
+    budget = ledger.budget_row(owner_id)
+    summary = ledger.summarize(owner_id, now=now, budget=budget)
+    thresholds = thresholds_of(budget)
+    if not any(lv.reached(thresholds) for lv in levels(summary, now)):
+        return []  # the common case: two reads, no write
+    with transaction.atomic():
+        return judge(owner_id, summary, thresholds, now=now)
+
+
+def crossed(
+    owner_id: int, summary: ledger.BudgetSummary, *, now: datetime | None = None
+) -> list[BudgetAlert]:
+    """The thresholds crossed in the current day and month, highest first (for the top bar and the
+    API)."""
+    now = now or timezone.now()
+    current = levels(summary, now)
+    live = BudgetAlert.objects.filter(owner_id=owner_id, rearmed_at__isnull=True)
+    rows = live.filter(period=current[0].period, period_start=current[0].start) | live.filter(
+        period=current[1].period, period_start=current[1].start
+    )
+    return list(rows.order_by("-threshold", "period"))
+
+
+def rearm(owner_id: int, *, now: datetime | None = None) -> int:
+    """After a ceiling changed: the current periods' thresholds whose share of the new ceiling is
+    above the level are armed again (`rearmed_at`; a threshold still below the level stays told).
+    Returns how many were re-armed."""
+    now = now or timezone.now()
+    summary = ledger.summarize(owner_id, now=now)
+    rearmed = 0
+    for lv in levels(summary, now):
+        live = BudgetAlert.objects.filter(
+            owner_id=owner_id, period=lv.period, period_start=lv.start, rearmed_at__isnull=True
+        )
+        above = [a.pk for a in live if lv.level * 100 < lv.ceiling * a.threshold]
+        rearmed += BudgetAlert.objects.filter(pk__in=above).update(rearmed_at=now)
+    return rearmed

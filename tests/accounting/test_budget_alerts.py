@@ -1,0 +1,164 @@
+"""Threshold alerts (docs/contract.md#threshold-alerts): judged at admission and after each charge,
+recorded once per threshold and period even when fifty runs cross together, told through the one
+notices outbox, re-armed when a ceiling is raised, shown in the top bar until the period ends."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.core import mail
+from django.test import Client
+
+from accounting import alerts, ledger
+from accounting.models import BudgetAlert, OwnerBudget
+from runs.steps import judge_alerts
+from schedules import tasks
+from schedules.models import Notice
+from tests.concurrency import race
+from tests.factories import make_user, spend
+
+pytestmark = pytest.mark.django_db
+
+NOON = datetime(2026, 12, 10, 10, 0, tzinfo=UTC)  # 12:00 in Europe/Riga
+
+
+def charge(owner_id: int, cost: str, *, run_id: int = 1) -> None:
+    """A provider call's charge as the run loop writes it, then its judgement (runs.steps)."""
+    spend(owner_id, cost, run_id=run_id)
+    judge_alerts(ledger.Call(owner_id, run_id, None, "simulated", "m", 1, 1, Decimal(cost), NOON))
+
+
+@pytest.fixture
+def frozen():
+    with time_machine.travel(NOON, tick=False):
+        yield
+
+
+def crossed(owner_id: int) -> set[tuple[str, int]]:
+    return {
+        (a.period, a.threshold)
+        for a in BudgetAlert.objects.filter(owner_id=owner_id, rearmed_at__isnull=True)
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ([0], "outside 1-100"),
+        ([101], "outside 1-100"),
+        ([50, 50], "once"),
+        ([10, 20, 30, 40, 50, 60], "at most 5"),
+        (["50"], "not a whole percentage"),
+        ([True], "not a whole percentage"),
+        ([50.5], "not a whole percentage"),
+        ([None], "not a whole percentage"),
+        ("50,80", "list"),
+        ({"a": 1}, "list"),
+    ],
+)
+def test_thresholds_outside_the_rules_are_refused_with_the_reason(value, words):
+    with pytest.raises(alerts.InvalidThresholds, match=words):
+        alerts.parse_thresholds(value)
+
+
+def test_thresholds_are_kept_ascending_and_an_empty_list_turns_alerts_off(owner, frozen):
+    assert alerts.set_thresholds(owner.pk, [100, 25]) == [25, 100]
+    assert OwnerBudget.objects.get(owner=owner).alert_thresholds == [25, 100]
+    alerts.set_thresholds(owner.pk, [])
+    charge(owner.pk, "30.00")
+    assert crossed(owner.pk) == set()
+    assert not Notice.objects.filter(kind=Notice.Kind.BUDGET).exists()
+
+
+def test_an_admission_that_reaches_half_the_daily_ceiling_tells_once(owner, frozen):
+    # Default ceilings: USD 25 a day, USD 250 a month; thresholds 50, 80, 100.
+    ledger.reserve(owner.pk, run_id=1, amount=Decimal("10.00"))
+    assert crossed(owner.pk) == set()
+    ledger.reserve(owner.pk, run_id=2, amount=Decimal("2.50"))  # 12.50 of 25: 50 % exactly
+    assert crossed(owner.pk) == {("day", 50)}
+    ledger.reserve(owner.pk, run_id=3, amount=Decimal("1.00"))  # still between 50 and 80
+    assert Notice.objects.filter(kind=Notice.Kind.BUDGET, owner=owner).count() == 1
+
+
+def test_one_charge_that_crosses_two_thresholds_sends_one_notice_naming_both(owner, frozen):
+    owner.email = "olga@example.com"
+    owner.save(update_fields=["email"])
+    charge(owner.pk, "21.00")  # 84 % of the day
+
+    assert crossed(owner.pk) == {("day", 50), ("day", 80)}
+    assert Notice.objects.filter(kind=Notice.Kind.BUDGET, owner=owner).count() == 1
+    tasks.notify()
+    assert len(mail.outbox) == 1
+    email = mail.outbox[0]
+    assert email.subject == "Budget: 80 % of your daily budget reached"
+    assert "You have reached 50 % of your daily budget: USD 21.00 of USD 25.00" in email.body
+    assert "You have reached 80 % of your daily budget" in email.body
+    assert "/budget/" in email.body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_runs_crossing_together_record_each_threshold_once(frozen):
+    owner = make_user()
+    spend(owner.pk, "12.00")  # 48 %
+
+    results = race([lambda i=i: charge(owner.pk, "0.40", run_id=100 + i) for i in range(50)])
+
+    assert not [r for r in results if isinstance(r, Exception)]
+    # 12 + 50 x 0.40 = 32.00: past 100 % of the day (25), 12.8 % of the month.
+    assert crossed(owner.pk) == {("day", 50), ("day", 80), ("day", 100)}
+    assert BudgetAlert.objects.filter(owner=owner).count() == 3
+    notices = Notice.objects.filter(kind=Notice.Kind.BUDGET, owner=owner)
+    named = sorted(n.budget_alert.threshold for n in notices)
+    # Each threshold told by exactly one notice (a judge may record one or several at once).
+    assert sum(BudgetAlert.objects.filter(batch=n.budget_alert.batch).count() for n in notices) == 3
+    assert named == sorted(set(named))
+
+
+def test_a_raised_ceiling_rearms_the_thresholds_above_the_new_level(owner, admin_user, frozen):
+    charge(owner.pk, "21.00")  # 84 % of 25
+    assert crossed(owner.pk) == {("day", 50), ("day", 80)}
+    client = Client()
+    client.force_login(admin_user)
+    admin_user.is_superuser = True
+    admin_user.save(update_fields=["is_superuser"])
+    budget = OwnerBudget.objects.get(owner=owner)
+
+    response = client.post(
+        f"/admin/accounting/ownerbudget/{budget.pk}/change/",
+        {"owner": owner.pk, "timezone": "Europe/Riga", "daily_ceiling": "40.00"},
+    )
+
+    assert response.status_code == 302
+    # 21 of 40 is 52.5 %: 50 stays told, 80 is armed again.
+    assert crossed(owner.pk) == {("day", 50)}
+    charge(owner.pk, "12.00", run_id=2)  # 33 of 40: 82.5 %
+    assert crossed(owner.pk) == {("day", 50), ("day", 80)}
+    assert Notice.objects.filter(kind=Notice.Kind.BUDGET, owner=owner).count() == 2
+
+
+def test_a_new_day_arms_the_daily_thresholds_again(owner):
+    with time_machine.travel(NOON, tick=False):
+        charge(owner.pk, "13.00")
+    with time_machine.travel(NOON + timedelta(days=1), tick=False):
+        charge(owner.pk, "13.00", run_id=2)
+        assert crossed(owner.pk) == {("day", 50)}
+    assert BudgetAlert.objects.filter(owner=owner, period="day", threshold=50).count() == 2
+
+
+def test_the_top_bar_shows_the_highest_threshold_crossed_until_the_period_ends(owner, owner_client):
+    with time_machine.travel(NOON, tick=False):
+        charge(owner.pk, "21.00")
+        page = owner_client.get("/").content.decode()
+        assert "80 % of today\u2019s budget used" in page
+    with time_machine.travel(NOON + timedelta(days=1), tick=False):
+        page = owner_client.get("/").content.decode()
+        assert "of today\u2019s budget used" not in page
+
+
+def test_another_owners_spend_tells_this_owner_nothing(owner, other_owner, frozen):
+    charge(other_owner.pk, "24.00")
+    assert crossed(owner.pk) == set()
+    assert not Notice.objects.filter(owner=owner).exists()
