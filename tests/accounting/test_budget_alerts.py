@@ -162,3 +162,19 @@ def test_another_owners_spend_tells_this_owner_nothing(owner, other_owner, froze
     charge(other_owner.pk, "24.00")
     assert crossed(owner.pk) == set()
     assert not Notice.objects.filter(owner=owner).exists()
+
+
+@pytest.mark.parametrize("zone", ["Europe/Riga", "Asia/Kathmandu", "America/St_Johns", "Not/A_Zone"])
+def test_the_fast_standing_after_a_charge_agrees_with_the_budget_summary(zone):
+    owner = make_user(tz="UTC")
+    OwnerBudget.objects.filter(owner=owner).update(timezone=zone, monthly_ceiling=Decimal("90.00"))
+    for hours in (1, 20, 30, 24 * 9, 24 * 40):
+        spend(owner.pk, "1.25", at=NOON - timedelta(hours=hours))
+    spend(owner.pk, "0.50", at=NOON)
+    ledger.reserve(owner.pk, run_id=7, amount=Decimal("2.00"), now=NOON)
+
+    with time_machine.travel(NOON + timedelta(minutes=7), tick=False):
+        summary, thresholds = alerts.standing(owner.pk, NOON + timedelta(minutes=7))
+        assert summary == ledger.summarize(owner.pk, now=NOON + timedelta(minutes=7))
+    assert thresholds == [50, 80, 100]
+    assert alerts.standing(10**9, NOON) is None
