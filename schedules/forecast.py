@@ -32,7 +32,7 @@ from schedules import recurrence
 from schedules.models import Occurrence, Schedule, ScheduleRevision
 
 RECENT_RUNS = 20  # the runs whose median cost is a schedule's expected cost per fire
-CENT = Decimal("0.01")
+SHOWN = 25  # schedules in the budget page's table
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,15 @@ class MonthForecast:
     def worst_extra(self) -> Decimal:
         return self.worst - self.expected
 
+    @property
+    def largest(self) -> list[tuple[Schedule, Forecast]]:
+        """The schedules expected to spend most this month, for a table that stays short."""
+        return sorted(self.schedules, key=lambda pair: (-pair[1].expected, pair[0].title))[:SHOWN]
+
+    @property
+    def not_shown(self) -> int:
+        return max(0, len(self.schedules) - SHOWN)
+
     def share(self, amount: Decimal) -> int:
         """`amount` as a percentage of the ceiling, for the bar (at most 100)."""
         return min(100, int(amount * 100 / self.ceiling)) if self.ceiling > 0 else 100
@@ -95,14 +104,14 @@ def fires_left(
     now: datetime,
     zone_name: str,
 ) -> dict[date, int]:
-    """The fires from now to the end of the owner's month, by the owner-local date (`next_at`: the
-    schedule's next slot, the first of them by construction; None: it will not fire)."""
-    if revision is None or next_at is None:
+    """The fires from now to the end of the owner's month, by the owner-local date (`next_at`: a
+    one-time schedule's slot; a recurring one's fires follow from its cron and zone alone)."""
+    if revision is None:
         return {}
     zone = owner_zone(zone_name)
     _, month_end = month_bounds(now.astimezone(zone).date(), zone)
     if kind == Schedule.Kind.ONE_TIME:
-        return {next_at.astimezone(zone).date(): 1} if now <= next_at < month_end else {}
+        return {next_at.astimezone(zone).date(): 1} if next_at and now <= next_at < month_end else {}
     cron = recurrence.parse_cron(revision.cron)
     own = recurrence.parse_timezone(revision.timezone)
     fires: dict[date, int] = {}
@@ -178,21 +187,30 @@ def schedule_forecasts(
     active = [s.pk for s in schedules if s.status == Schedule.Status.ACTIVE]
     per_fire = per_fire_costs(active)
     found: dict[int, Forecast] = {}
+    # A recurring schedule's fires from now on depend only on its cron and zone: an owner with
+    # thousands of schedules has a few distinct ones, each counted once.
+    counted: dict[tuple[str, str], dict[date, int]] = {}
     for schedule in schedules:
         revision = schedule.current_revision
         if revision is None:
             continue
-        fires = (
-            fires_left(
+        if schedule.status != Schedule.Status.ACTIVE:
+            fires: dict[date, int] = {}
+        elif schedule.kind == Schedule.Kind.RECURRING:
+            key = (revision.cron, revision.timezone)
+            if key not in counted:
+                counted[key] = fires_left(
+                    revision, kind=schedule.kind, next_at=None, now=now, zone_name=zone_name
+                )
+            fires = counted[key]
+        else:
+            fires = fires_left(
                 revision,
                 kind=schedule.kind,
                 next_at=schedule.next_occurrence_at,
                 now=now,
                 zone_name=zone_name,
             )
-            if schedule.status == Schedule.Status.ACTIVE
-            else {}
-        )
         found[schedule.pk] = forecast_of(
             spent=spent.get(schedule.pk, ZERO),
             max_cost=revision.run_limits.max_cost,

@@ -165,3 +165,17 @@ def test_a_crossed_threshold_shows_in_the_top_bar_of_every_page(owner, owner_cli
     ledger.reserve(owner.pk, run_id=1, amount=Decimal("20.50"))  # 82 % of the day
     for path in ("/", "/budget/", "/settings/", "/conversations/"):
         assert "80 % of today\u2019s budget used" in html.unescape(owner_client.get(path).text), path
+
+
+def test_the_forecast_table_stays_short_for_an_owner_with_many_schedules(
+    owner, owner_client, agent, settings
+):
+    settings.MAX_ACTIVE_SCHEDULES = 100
+    with time_machine.travel(DEC_10 - timedelta(hours=1), tick=False):
+        for n in range(30):
+            make_schedule(owner, agent, title=f"Digest {n:02}", cron="0 8 * * *")
+        text = _text(owner_client.get("/budget/").text)
+    assert text.count(" 22 USD 0.00 USD 110.00") == 25
+    assert "And 5 more active schedules, each expected to spend less" in text
+    # All thirty are in the month: 30 x 22 runs x USD 5.00.
+    assert "Worst case USD 3,300.00" in text
