@@ -88,17 +88,20 @@ OTHER = 0  # chart bucket of the schedules outside the top few
 
 
 def cost_this_month(
-    owner_id: int, schedule_ids: Iterable[int], tz: str, *, now: datetime | None = None
+    owner_id: int, schedule_ids: Iterable[int] | None, tz: str, *, now: datetime | None = None
 ) -> dict[int, Decimal]:
-    """Spend per schedule in the owner's current calendar month (one query over the rollups)."""
-    ids = [i for i in schedule_ids if i > 0]
-    if not ids:
-        return {}
+    """Spend per schedule in the owner's current calendar month (one query over the rollups); None:
+    every schedule of the owner (no list of thousands of ids to send and plan)."""
     zone = owner_zone(tz)
     start, end = month_bounds((now or timezone.now()).astimezone(zone).date(), zone)
+    keys = SpendRollup.objects.filter(owner_id=owner_id, key__gt=0)
+    if schedule_ids is not None:
+        ids = [i for i in schedule_ids if i > 0]
+        if not ids:
+            return {}
+        keys = keys.filter(key__in=ids)
     rows = (
-        SpendRollup.objects.filter(owner_id=owner_id, key__in=ids)
-        .filter(rollups.cover(start, end))
+        keys.filter(rollups.cover(start, end))
         .values("key")
         .annotate(total=Sum("cost"))
         .values_list("key", "total")

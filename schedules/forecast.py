@@ -67,7 +67,7 @@ class MonthForecast:
     worst: Decimal
     ceiling: Decimal
     ceiling_reached_on: date | None
-    schedules: list[tuple[Schedule, Forecast]] = field(default_factory=list)  # the active ones
+    schedules: list[tuple[Planned, Forecast]] = field(default_factory=list)  # the active ones
 
     @property
     def coming(self) -> Decimal:
@@ -79,7 +79,7 @@ class MonthForecast:
         return self.worst - self.expected
 
     @property
-    def largest(self) -> list[tuple[Schedule, Forecast]]:
+    def largest(self) -> list[tuple[Planned, Forecast]]:
         """The schedules expected to spend most this month, for a table that stays short."""
         return sorted(self.schedules, key=lambda pair: (-pair[1].expected, pair[0].title))[:SHOWN]
 
@@ -92,12 +92,69 @@ class MonthForecast:
         return min(100, int(amount * 100 / self.ceiling)) if self.ceiling > 0 else 100
 
 
+@dataclass(frozen=True)
+class Planned:
+    """What a forecast needs of a schedule and its revision in force: read as plain values for an
+    owner with thousands of schedules (a model instance each costs more than the forecast)."""
+
+    pk: int
+    title: str
+    kind: str
+    status: str
+    next_occurrence_at: datetime | None
+    cron: str
+    timezone: str
+    max_cost: Decimal
+    monthly_cap: Decimal | None
+
+
+def planned_of(schedule: Schedule) -> Planned | None:
+    revision = schedule.current_revision
+    if revision is None:
+        return None
+    return Planned(
+        pk=schedule.pk,
+        title=schedule.title,
+        kind=schedule.kind,
+        status=schedule.status,
+        next_occurrence_at=schedule.next_occurrence_at,
+        cron=revision.cron,
+        timezone=revision.timezone,
+        max_cost=revision.run_limits.max_cost,
+        monthly_cap=revision.monthly_cap,
+    )
+
+
+def _planned_active(owner_id: int) -> list[Planned]:
+    """The owner's active schedules as Planned, in one query of plain values."""
+    rows = (
+        Schedule.objects.filter(
+            owner_id=owner_id, status=Schedule.Status.ACTIVE, current_revision__isnull=False
+        )
+        .order_by("title", "id")
+        .values_list(
+            "pk",
+            "title",
+            "kind",
+            "next_occurrence_at",
+            "current_revision__cron",
+            "current_revision__timezone",
+            "current_revision__limits__max_cost",
+            "current_revision__monthly_cap",
+        )
+    )
+    return [
+        Planned(pk, title, kind, Schedule.Status.ACTIVE, next_at, cron, tz, Decimal(str(cost)), cap)
+        for pk, title, kind, next_at, cron, tz, cost, cap in rows
+    ]
+
+
 def _capped(amount: Decimal, spent: Decimal, cap: Decimal | None) -> Decimal:
     return amount if cap is None else min(amount, max(cap, spent))
 
 
 def fires_left(
-    revision: ScheduleRevision | None,
+    revision: ScheduleRevision | Planned | None,
     *,
     kind: str,
     next_at: datetime | None,
@@ -180,42 +237,45 @@ def schedule_forecasts(
     owner_id: int, schedules: list[Schedule], *, now: datetime | None = None, zone_name: str | None = None
 ) -> dict[int, Forecast]:
     """Each schedule's forecast (their revisions are read if not already): three queries in all."""
+    planned = [p for p in (planned_of(s) for s in schedules) if p is not None]
+    return forecasts_of(owner_id, planned, now=now, zone_name=zone_name)
+
+
+def forecasts_of(
+    owner_id: int,
+    planned: list[Planned],
+    *,
+    now: datetime | None = None,
+    zone_name: str | None = None,
+    all_spend: bool = False,
+) -> dict[int, Forecast]:
+    """The forecasts of `planned` (two queries: their spend this month, with `all_spend` read for every
+    schedule of the owner instead of by id, and their recent runs' median)."""
     now = now or timezone.now()
     zone_name = zone_name or owner_timezone(owner_id)
-    ids = [s.pk for s in schedules]
-    spent = cost_this_month(owner_id, ids, zone_name, now=now)
-    active = [s.pk for s in schedules if s.status == Schedule.Status.ACTIVE]
-    per_fire = per_fire_costs(active)
+    spent = cost_this_month(owner_id, None if all_spend else [p.pk for p in planned], zone_name, now=now)
+    per_fire = per_fire_costs([p.pk for p in planned if p.status == Schedule.Status.ACTIVE])
     found: dict[int, Forecast] = {}
     # A recurring schedule's fires from now on depend only on its cron and zone: an owner with
     # thousands of schedules has a few distinct ones, each counted once.
     counted: dict[tuple[str, str], dict[date, int]] = {}
-    for schedule in schedules:
-        revision = schedule.current_revision
-        if revision is None:
-            continue
-        if schedule.status != Schedule.Status.ACTIVE:
+    for plan in planned:
+        if plan.status != Schedule.Status.ACTIVE:
             fires: dict[date, int] = {}
-        elif schedule.kind == Schedule.Kind.RECURRING:
-            key = (revision.cron, revision.timezone)
+        elif plan.kind == Schedule.Kind.RECURRING:
+            key = (plan.cron, plan.timezone)
             if key not in counted:
-                counted[key] = fires_left(
-                    revision, kind=schedule.kind, next_at=None, now=now, zone_name=zone_name
-                )
+                counted[key] = fires_left(plan, kind=plan.kind, next_at=None, now=now, zone_name=zone_name)
             fires = counted[key]
         else:
             fires = fires_left(
-                revision,
-                kind=schedule.kind,
-                next_at=schedule.next_occurrence_at,
-                now=now,
-                zone_name=zone_name,
+                plan, kind=plan.kind, next_at=plan.next_occurrence_at, now=now, zone_name=zone_name
             )
-        found[schedule.pk] = forecast_of(
-            spent=spent.get(schedule.pk, ZERO),
-            max_cost=revision.run_limits.max_cost,
-            monthly_cap=revision.monthly_cap,
-            per_fire=per_fire.get(schedule.pk),
+        found[plan.pk] = forecast_of(
+            spent=spent.get(plan.pk, ZERO),
+            max_cost=plan.max_cost,
+            monthly_cap=plan.monthly_cap,
+            per_fire=per_fire.get(plan.pk),
             fires=fires,
         )
     return found
@@ -227,7 +287,14 @@ def reached_on(start: Decimal, ceiling: Decimal, forecasts: list[Forecast]) -> d
     if start >= ceiling:
         return None if ceiling <= 0 else date.min
     by_date: dict[date, Decimal] = {}
+    # Forecasts that share their fires (one cron) and run to the month's end uncapped add up per
+    # fire first: thousands of schedules cost a few passes over the month's dates.
+    uncapped: dict[int, tuple[dict[date, int], Decimal]] = {}
     for forecast in forecasts:
+        if forecast.monthly_cap is None:
+            fires, unit = uncapped.get(id(forecast.fires), (forecast.fires, ZERO))
+            uncapped[id(forecast.fires)] = (fires, unit + forecast.per_fire)
+            continue
         room = forecast.expected - forecast.spent
         for day in sorted(forecast.fires):
             amount = min(room, forecast.fires[day] * forecast.per_fire)
@@ -235,6 +302,9 @@ def reached_on(start: Decimal, ceiling: Decimal, forecasts: list[Forecast]) -> d
                 break
             by_date[day] = by_date.get(day, ZERO) + amount
             room -= amount
+    for fires, unit in uncapped.values():
+        for day, count in fires.items():
+            by_date[day] = by_date.get(day, ZERO) + count * unit
     total = start
     for day in sorted(by_date):
         total += by_date[day]
@@ -258,12 +328,8 @@ def month_forecast(
     budget = budget or ledger.budget_row(owner_id)
     summary = summary or ledger.summarize(owner_id, now=now, budget=budget)
     zone_name = owner_timezone(budget)
-    schedules = list(
-        Schedule.objects.filter(owner_id=owner_id, status=Schedule.Status.ACTIVE)
-        .select_related("current_revision")
-        .order_by("title", "id")
-    )
-    by_schedule = schedule_forecasts(owner_id, schedules, now=now, zone_name=zone_name)
+    schedules = _planned_active(owner_id)
+    by_schedule = forecasts_of(owner_id, schedules, now=now, zone_name=zone_name, all_spend=True)
     forecasts = list(by_schedule.values())
     if extra is not None:
         forecasts.append(extra)
