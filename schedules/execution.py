@@ -279,11 +279,19 @@ def _skip_over_cap(plans: list[_Plan], *, now: datetime) -> None:
 
 
 def _tell_capped(plans: list[_Plan], *, now: datetime) -> None:
-    """The month's first monthly-cap skip of each schedule is told (schedules.notices.capped)."""
-    for plan in plans:
-        if plan.run_slot is not None and plan.skip == Occurrence.SkipReason.MONTHLY_CAP:
-            occurrence = Occurrence.objects.get(schedule_id=plan.schedule.pk, scheduled_for=plan.run_slot)
-            capped_notice.queue(occurrence, owner_id=plan.schedule.owner_id, now=now)
+    """The month's first monthly-cap skip of each schedule is told (schedules.notices.capped): the
+    batch's skipped occurrences read in one query, not one per schedule."""
+    capped = {p.schedule.pk: p for p in plans if p.skip == Occurrence.SkipReason.MONTHLY_CAP}
+    if not capped:
+        return
+    skipped = Occurrence.objects.filter(
+        schedule_id__in=list(capped), skip_reason=Occurrence.SkipReason.MONTHLY_CAP
+    ).filter(scheduled_for__in={p.run_slot for p in capped.values()})
+    for occurrence in skipped.select_related("revision"):
+        if occurrence.scheduled_for == capped[occurrence.schedule_id].run_slot:
+            capped_notice.queue(
+                occurrence, owner_id=capped[occurrence.schedule_id].schedule.owner_id, now=now
+            )
 
 
 def _runnable(plans: list[_Plan]) -> list[tuple[_Plan, datetime]]:
