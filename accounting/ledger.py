@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import zoneinfo
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -308,6 +308,7 @@ class Call:
     reported_cost: Decimal | None = None
     charged_by_kind: dict[str, Decimal] = field(default_factory=dict)
     prices: dict[str, Any] = field(default_factory=dict)
+    estimated: bool = False  # cut before its usage arrived: an estimate that never undercounts
 
     @property
     def tokens(self) -> list[int]:
@@ -319,6 +320,33 @@ class Call:
             self.cache_write_1h_tokens,
             self.reasoning_tokens,
         ]
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as JSON (money as strings): a call on the wire is kept so, to be charged later
+        if its worker is lost (runs.steps.charge_open_call)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["at"] = self.at.isoformat()
+        values["charged_by_kind"] = {kind: str(amount) for kind, amount in self.charged_by_kind.items()}
+        for name in ("cost", "computed_cost", "reported_cost"):
+            values[name] = None if values[name] is None else str(values[name])
+        return values
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> Call:
+        money = {
+            name: None if values.get(name) is None else Decimal(values[name])
+            for name in ("cost", "computed_cost", "reported_cost")
+        }
+        return cls(
+            **{
+                **values,
+                **money,
+                "at": datetime.fromisoformat(values["at"]),
+                "charged_by_kind": {
+                    kind: Decimal(amount) for kind, amount in values["charged_by_kind"].items()
+                },
+            }
+        )
 
 
 def record_usage(call: Call) -> int:
@@ -373,7 +401,7 @@ def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
     columns = (
         "created_at, owner_id, run_id, schedule_id, step, provider, model, input_tokens, output_tokens, "
         "cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, cost, "
-        "computed_cost, reported_cost, charged_by_kind, prices"
+        "computed_cost, reported_cost, charged_by_kind, prices, estimated"
     )
     rollup, params = rollup_sql(
         rollups.buckets(call.owner_id, call.schedule_id, call.at, call.cost), when=when
@@ -381,7 +409,8 @@ def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
     ctes = [
         f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '  # noqa: S608 - model metadata, our `when`
         "SELECT %s::timestamptz, %s::integer, %s::bigint, %s::bigint, %s::integer, %s::text, %s::text, "
-        "t[1], t[2], t[3], t[4], t[5], t[6], %s::numeric, %s::numeric, %s::numeric, %s::jsonb, %s::jsonb "
+        "t[1], t[2], t[3], t[4], t[5], t[6], %s::numeric, %s::numeric, %s::numeric, %s::jsonb, %s::jsonb, "
+        "%s::boolean "
         f"FROM (SELECT %s::integer[] AS t) AS tokens WHERE {when} RETURNING *)",
         f"ledger_rollup AS ({rollup} RETURNING 1)",
         f"usage_rollup AS ({_USAGE_ROLLUP_SQL.format(table=UsageRollup._meta.db_table)} RETURNING 1)",
@@ -399,6 +428,7 @@ def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
         call.reported_cost,
         json.dumps({kind: format_money(amount) for kind, amount in call.charged_by_kind.items()}),
         json.dumps(call.prices),
+        call.estimated,
         call.tokens,
     ]
     return ctes, [*values, *params]

@@ -234,6 +234,9 @@ class LedgerEntry(InputByKind, AppendOnlyModel):
     # Database defaults too: rows written by plain SQL (the benches' seeds) need not name them.
     charged_by_kind = models.JSONField(default=dict, blank=True, db_default=Value({}, JSONField()))
     prices = models.JSONField(default=dict, blank=True, db_default=Value({}, JSONField()))
+    # The call was cut before its usage arrived (docs/decisions/0006-streaming.md): its tokens and
+    # cost are an estimate that never undercounts, and `prices["basis"]` says why.
+    estimated = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         verbose_name_plural = "ledger entries"

@@ -273,20 +273,22 @@ INTERACTIVE_RESERVE_MODEL_CALLS = env_int("INTERACTIVE_RESERVE_MODEL_CALLS", 1, 
 INTERACTIVE_RESERVE_TOOL_CALLS = env_int("INTERACTIVE_RESERVE_TOOL_CALLS", 0, minimum=0)
 INTERACTIVE_RESERVE_COST_FRACTION = env_fraction("INTERACTIVE_RESERVE_COST_FRACTION", "0.10")
 
-PROVIDER_TIMEOUT_SECONDS = env_int("PROVIDER_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
+# Provider calls stream (docs/decisions/0006-streaming.md). A call is cut when its provider has not
+# begun the answer within the first-token timeout (long enough for a reasoning model that thinks
+# before it writes), or once it has begun, sends nothing for the idle timeout; never while it streams
+# steadily, and never past the run's deadline. A cut call is charged an estimate.
+PROVIDER_FIRST_TOKEN_TIMEOUT_SECONDS = env_seconds("PROVIDER_FIRST_TOKEN_TIMEOUT_SECONDS", "300")
+PROVIDER_IDLE_TIMEOUT_SECONDS = env_seconds("PROVIDER_IDLE_TIMEOUT_SECONDS", "60")
 PROVIDER_MAX_RETRIES = env_int("PROVIDER_MAX_RETRIES", 3, minimum=0, maximum=10)
 PROVIDER_BACKOFF_BASE_SECONDS = env_seconds("PROVIDER_BACKOFF_BASE_SECONDS", "0.5")
 PROVIDER_BACKOFF_CAP_SECONDS = env_seconds("PROVIDER_BACKOFF_CAP_SECONDS", "20")
 
 RUN_MAX_SECONDS = env_int("RUN_MAX_SECONDS", 30 * 60, minimum=10)
-# Each model request carries an output cap (docs/contract.md#bounded-before-the-call): at most
-# MAX_OUTPUT_TOKENS, less when the dollars left pay for less; below MIN_OUTPUT_TOKENS no call is made. A
-# provider that reports its own charge (OpenRouter) is bounded with REPORTED_COST_MARGIN on top of the
-# catalogue's prices.
-MAX_OUTPUT_TOKENS = env_int("MAX_OUTPUT_TOKENS", 4096, minimum=16, maximum=200_000)
+# Each model request carries an output cap (docs/contract.md#bounded-before-the-call): at most the
+# agent's maximum output per call, less when the dollars left pay for less; below MIN_OUTPUT_TOKENS (or
+# the agent's maximum, if that is lower) no call is made. A provider that reports its own charge
+# (OpenRouter) is bounded with REPORTED_COST_MARGIN on top of the catalogue's prices.
 MIN_OUTPUT_TOKENS = env_int("MIN_OUTPUT_TOKENS", 256, minimum=1, maximum=200_000)
-if MIN_OUTPUT_TOKENS > MAX_OUTPUT_TOKENS:
-    raise ImproperlyConfigured("MIN_OUTPUT_TOKENS must not be above MAX_OUTPUT_TOKENS.")
 REPORTED_COST_MARGIN = env_fraction("REPORTED_COST_MARGIN", "0.10")
 RUN_HEARTBEAT_SECONDS = env_int("RUN_HEARTBEAT_SECONDS", 10, minimum=1)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 90, minimum=2)
@@ -320,13 +322,11 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1
 # timeout must outlast the longest run, and retry must outlast timeout plus time in the queue,
 # or a live task is handed to a second worker (schedules.checks verifies both).
 Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1, maximum=64)
-# The time limit is checked before each model request and each tool call, so a run can overrun
-# it by one request with its retries and backoff, or by one tool call.
+# A model call is cut at the run's deadline (runs.watch); the time limit is checked before each
+# request and each tool call, so a run can overrun it by one backoff, one tool call, and a
+# connection's setup.
 LONGEST_RUN_SECONDS = (
-    RUN_MAX_SECONDS
-    + PROVIDER_TIMEOUT_SECONDS * (PROVIDER_MAX_RETRIES + 1)
-    + int(PROVIDER_BACKOFF_CAP_SECONDS) * PROVIDER_MAX_RETRIES
-    + max(HTTP_FETCH_TIMEOUT_SECONDS, PROVIDER_TIMEOUT_SECONDS)
+    RUN_MAX_SECONDS + int(PROVIDER_BACKOFF_CAP_SECONDS) + max(HTTP_FETCH_TIMEOUT_SECONDS, 10) + 30
 )
 Q_TIMEOUT_SECONDS = LONGEST_RUN_SECONDS + 60
 Q_RETRY_SECONDS = Q_TIMEOUT_SECONDS + 300

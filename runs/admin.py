@@ -78,6 +78,7 @@ BEHAVIOUR_FIELDS = (
     "tools",
     "default_limits",
     "cost_limit",
+    "max_output_tokens",
     "history_turns",
     "history_tokens",
 )

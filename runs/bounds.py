@@ -32,8 +32,11 @@ class CallPlan:
     synthesis: str | None  # the dimension that made it synthesis-only, if it is
     input_bound: int
     cap: int
+    ceiling: int  # the agent's maximum output per call, which the cap never exceeds
     worst: Decimal  # USD, rounded up to the ledger's micro-dollar
     worst_by_kind: dict[str, Decimal]
+    input_worst: Decimal  # USD, exact: the input bound at the dearest input rate
+    output_rate: Decimal  # USD per million output tokens, margin included
 
     def as_json(self) -> dict[str, Any]:
         """What the ledger entry records of the bound its call was made under."""
@@ -41,8 +44,17 @@ class CallPlan:
 
     @property
     def capped_by_dollars(self) -> bool:
-        """The cap is below MAX_OUTPUT_TOKENS: the dollars left set it, not the model's bound."""
-        return self.cap < settings.MAX_OUTPUT_TOKENS
+        """The cap is below the agent's maximum output: the dollars left set it, not the agent."""
+        return self.cap < self.ceiling
+
+    def estimate(self, output_tokens: int) -> tuple[Decimal, dict[str, Decimal]]:
+        """What a call cut before its usage arrived is charged (docs/decisions/0006-streaming.md):
+        the input bound at the dearest input rate and `output_tokens` (at most the cap) at the output
+        rate, rounded up to the micro-dollar: never less than the provider can have billed for
+        that much output, never more than the bound."""
+        output = Decimal(min(output_tokens, self.cap)) * self.output_rate / MILLION
+        cost = min((self.input_worst + output).quantize(MICRO, rounding=ROUND_CEILING), self.worst)
+        return cost, split({"input": self.input_worst, "output": output}, cost)
 
 
 # What a chat template adds around each message (role markers, separators), counted generously:
@@ -90,10 +102,12 @@ def plan_call(
     input_bound: int,
     budget: Decimal,
     synthesis: str | None,
+    ceiling: int,
 ) -> CallPlan | None:
     """The request with the largest output cap whose worst case fits in `budget` (USD), at most
-    MAX_OUTPUT_TOKENS; None when not even MIN_OUTPUT_TOKENS fit. Rates of a provider that reports
-    its own charge get REPORTED_COST_MARGIN on top: what it reports may exceed the catalogue's."""
+    `ceiling` (the agent's maximum output per call); None when not even MIN_OUTPUT_TOKENS (or the
+    ceiling, if lower) fit. Rates of a provider that reports its own charge get REPORTED_COST_MARGIN
+    on top: what it reports may exceed the catalogue's."""
     margin = 1 + (settings.REPORTED_COST_MARGIN if sheet.reports_cost else Decimal(0))
     input_rate = sheet.worst_input_rate(input_bound, kinds) * margin
     output_rate = sheet.worst_output_rate(input_bound) * margin
@@ -101,10 +115,10 @@ def plan_call(
     left = budget - input_worst
     if left <= 0:
         return None
-    cap = settings.MAX_OUTPUT_TOKENS
+    cap = ceiling
     if output_rate > 0:
         cap = min(cap, int((left * MILLION / output_rate).to_integral_value(rounding=ROUND_FLOOR)))
-    if cap < settings.MIN_OUTPUT_TOKENS:
+    if cap < min(settings.MIN_OUTPUT_TOKENS, ceiling):
         return None
     output_worst = Decimal(cap) * output_rate / MILLION
     worst = (input_worst + output_worst).quantize(MICRO, rounding=ROUND_CEILING)
@@ -113,8 +127,11 @@ def plan_call(
         synthesis=synthesis,
         input_bound=input_bound,
         cap=cap,
+        ceiling=ceiling,
         worst=worst,
         worst_by_kind=split({"input": input_worst, "output": output_worst}, worst),
+        input_worst=input_worst,
+        output_rate=output_rate,
     )
 
 

@@ -51,7 +51,7 @@ def delegate(parent: _Loop, *, task: str, agent_name: str | None) -> Run:
 def _run_child(parent: _Loop, child: Run, client: httpx.Client) -> Run:
     from runs.runtime import execute_run  # the loop drives its children: a cycle by nature
 
-    return execute_run(
+    finished = execute_run(
         child,
         client=client,
         sleep=parent.sleep,
@@ -59,6 +59,10 @@ def _run_child(parent: _Loop, child: Run, client: httpx.Client) -> Run:
         deadline=parent.deadline,
         tools_http=parent.tools_http,
     )
+    # The child's usage counts against the parent too (runs.steps wrote it to both rows): the
+    # parent's loop plans its next call from counters read again.
+    parent.run.refresh_from_db(fields=["steps", "model_calls", "tool_calls", "cost"])
+    return finished
 
 
 def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:

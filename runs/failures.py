@@ -533,3 +533,4 @@ class Outcome:
     status: str
     answer: str = ""
     failure: RunFailure | None = field(default=None)
+    answer_cut: bool = False  # the answer stopped at the agent's maximum output per call

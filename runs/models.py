@@ -12,6 +12,7 @@ import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -22,6 +23,10 @@ from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, Dimension, RunLimits
 
 CREDENTIAL_PERMISSION = "runs.change_agent_credentials"
+# An agent's maximum output per call when none is given: room for a briefing of a thousand words or
+# so, with some reasoning. The dollars left may lower a call's cap below it, never raise it.
+DEFAULT_MAX_OUTPUT_TOKENS = 2048
+MAX_OUTPUT_TOKENS_LIMIT = 200_000
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 
 
@@ -113,6 +118,14 @@ class Agent(models.Model):
         ),
     )
     default_limits = models.JSONField(help_text="RunLimits used when a caller gives none.")
+    max_output_tokens = models.PositiveIntegerField(
+        default=DEFAULT_MAX_OUTPUT_TOKENS,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_OUTPUT_TOKENS_LIMIT)],
+        help_text=(
+            "Most tokens one model call may write (reasoning included). A call is capped lower when "
+            "the run's dollars left pay for less, never higher."
+        ),
+    )
     cost_limit = MoneyField(
         null=True, blank=True, help_text="Finite cost limit per run, USD; blank = no finite limit."
     )
@@ -291,6 +304,15 @@ class Run(models.Model):
     synthesis_dimension = models.CharField(max_length=16, blank=True)
     synthesis_step = models.PositiveIntegerField(null=True, blank=True)
     answer = models.TextField(blank=True)
+    # The answer stopped at the agent's maximum output per call (finish_reason "length"): it may end
+    # mid-sentence. (Stopped by the dollars left instead, the run fails budget_exhausted.)
+    answer_cut = models.BooleanField(default=False, db_default=False)
+    # While a model call is on the wire: its bound (`id`, the ledger fields of its worst case), so
+    # that if the worker is lost mid-call the reaper charges what the provider may have billed; and
+    # the text it has streamed so far, written at most once a second (runs.watch). Both are cleared
+    # when the call's step is recorded.
+    open_call = models.JSONField(null=True, blank=True)
+    partial_text = models.TextField(blank=True, default="", db_default="")
 
     failure_reason = models.CharField(max_length=32, choices=FailureReason.choices, blank=True)
     error_class = models.CharField(max_length=64, choices=ERROR_CLASS_CHOICES, blank=True)
@@ -332,6 +354,10 @@ class Run(models.Model):
             # A conversation's newest completed exchanges, read newest first and only as many as
             # are sent (runs.history), whatever the length of the conversation.
             models.Index(fields=["conversation", "kind", "status", "-id"], name="run_conversation_history"),
+            # Calls left open by a lost worker after their run ended (runs.services.charge_orphaned_calls).
+            models.Index(
+                fields=["finished_at"], name="run_open_call", condition=models.Q(open_call__isnull=False)
+            ),
         ]
         constraints = [
             # One message at a time: a conversation has at most one interactive run in flight.

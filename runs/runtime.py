@@ -8,6 +8,12 @@ After each response: usage is recorded atomically (ledger entry + counters); too
 synthesis-only turn fail closed; tool calls beyond the budget get an error result; a final
 answer completes the run.
 
+Each model call streams (docs/decisions/0006-streaming.md): before it is sent it is recorded as the
+run's open call with its worst case, in the one statement that also checks the run is still ours; a
+watch (runs.watch) shows its text as it comes and cuts it on Stop, at the deadline or when the
+provider goes quiet; a call cut before its usage arrived is charged an estimate that never
+undercounts, and a retry after it is a new call with its own bound.
+
 The kinds of step beside the model call live apart: the transcript entries and the history read
 back (runs.transcript), tools (runs.tools), delegation (runs.delegation), and the atomic write
 of each step (runs.steps).
@@ -18,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -43,7 +50,7 @@ from runs.failures import (
 )
 from runs.limits import RunLimits, budget_state, tool_calls_that_fit
 from runs.models import Run, TranscriptEntry
-from runs.providers import GATE_WAITED, adapter_for, backoff_delay, call_with_retries, client_for
+from runs.providers import GATE_WAITED, CutCall, adapter_for, backoff_delay, call_with_retries, client_for
 from runs.providers.base import (
     SYNTHESIS_INSTRUCTION,
     Message,
@@ -54,8 +61,9 @@ from runs.providers.base import (
     ToolSpec,
     diagnostics,
 )
-from runs.steps import write_step
+from runs.steps import open_call, write_step
 from runs.tools import Tool, ToolContext, invoke, tools_for
+from runs.watch import CallWatch
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +97,8 @@ class _Loop:
         self.history, self.seq = transcript.read_history(self.run)
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
-        self.empty_answers = 0  # empty responses in a row (record_empty)
+        self.transient_in_a_row = 0  # charged calls that were not answers: empty, or cut (retried)
+        self.call_id = ""  # the call on the wire, or the last one
         # For the next call's input bound: the input the last response reported, and how many history
         # messages its request carried (docs/contract.md#bounded-before-the-call).
         self.last_input: int | None = None
@@ -107,7 +116,7 @@ class _Loop:
     def drive(self) -> Outcome:
         self.sheet = self.price_sheet()
         while True:
-            self.check_still_ours()
+            self.check_time()
             state = budget_state(self.limits, self.run.usage())
             if state.exhausted:
                 raise BudgetExhausted(
@@ -115,15 +124,15 @@ class _Loop:
                     dimension=state.exhausted,
                 )
             plan = self.plan_call(state.synthesis)  # the output cap the dollars left pay for
-            if plan.synthesis and not self.run.synthesis_dimension:
-                self.note_synthesis(plan.synthesis)
             response = self.request(plan)
+            if response is None:
+                continue  # a cut call, charged: the next is a new call with its own bound
             if response.usage is None:
                 self.charge_worst_case(plan, response)  # fails the run closed
             if response.is_empty:
                 self.record_empty(response)  # charged, then asked again like any transient error
                 continue
-            self.empty_answers = 0
+            self.transient_in_a_row = 0
             # The tool calls that will run are counted with the usage, before any runs: one write.
             late = time.time() > self.deadline  # recorded all the same; no tool will run
             cut = response.truncated and plan.capped_by_dollars
@@ -149,7 +158,9 @@ class _Loop:
                     dimension="cost",
                 )
             if not response.tool_calls:
-                return Outcome(status=Run.Status.COMPLETED, answer=response.text)
+                return Outcome(
+                    status=Run.Status.COMPLETED, answer=response.text, answer_cut=response.truncated
+                )
             if plan.synthesis:
                 # docs/decisions/0001, point 3: fail closed; no tool runs inside the reserve.
                 raise SynthesisReserveViolation(
@@ -174,13 +185,6 @@ class _Loop:
     def check_time(self) -> None:
         if time.time() > self.deadline:
             raise RunTimeout(f"The run exceeded its time limit of {settings.RUN_MAX_SECONDS} s.")
-
-    def note_synthesis(self, dimension: str) -> None:
-        step = self.run.steps + 1
-        Run.objects.filter(pk=self.run.pk, synthesis_dimension="").update(
-            synthesis_dimension=dimension, synthesis_step=step
-        )
-        self.run.synthesis_dimension = dimension
 
     def price_sheet(self) -> pricing.PriceSheet:
         agent = self.run.agent
@@ -231,18 +235,29 @@ class _Loop:
             input_bound = self.last_input + bounds.added_bytes(added, request.synthesis_instruction)
         kinds = pricing.PROVIDER_KINDS.get(self.run.agent.provider, pricing.KINDS)
         return bounds.plan_call(
-            self.sheet, kinds, request, input_bound=input_bound, budget=budget, synthesis=synthesis
+            self.sheet,
+            kinds,
+            request,
+            input_bound=input_bound,
+            budget=budget,
+            synthesis=synthesis,
+            ceiling=self.run.agent.max_output_tokens,
         )
 
     def no_room(self, left: Decimal) -> BudgetExhausted:
+        floor = min(settings.MIN_OUTPUT_TOKENS, self.run.agent.max_output_tokens)
         return BudgetExhausted(
             f"The cost limit of this run is used up: the USD {max(left, Decimal(0)):.6f} left cannot pay "
-            f"for a call of {settings.MIN_OUTPUT_TOKENS} output tokens.",
+            f"for a call of {floor} output tokens.",
             dimension="cost",
         )
 
-    def request(self, plan: bounds.CallPlan) -> ModelResponse:
+    def request(self, plan: bounds.CallPlan) -> ModelResponse | None:
+        """The call, streamed: recorded as open (if the run is still ours), sent with its retries,
+        watched. None when it was cut and charged, and may be made again (a new call)."""
+        self.open(plan)
         request = plan.request
+        watch = CallWatch(self.run.pk, self.attempt, self.call_id, deadline=self.deadline)
 
         def between_attempts(attempt: int) -> None:
             if attempt:  # a retry, or a wait at the provider's gate (GATE_WAITED)
@@ -253,18 +268,81 @@ class _Loop:
 
         try:
             response = call_with_retries(
-                self.adapter, request, sleep=self.sleep, before_attempt=between_attempts
+                self.adapter, request, sleep=self.sleep, before_attempt=between_attempts, watch=watch
             )
-            self.sent_messages = len(request.messages)
-            self.last_input = response.usage.input_tokens if response.usage is not None else None
-            self.plan = plan
-            return response
+        except CutCall as cut:
+            self.charge_cut(plan, cut)
+            return None
         except ProviderError as error:
             message = _redact(error.message, self.adapter)
             found = _redact_diagnostics(error.diagnostics, self.adapter)
             if error.transient:
                 raise ProviderTransientError(message, diagnostics=found) from None
             raise ProviderPermanentError(message, diagnostics=found) from None
+        self.sent_messages = len(request.messages)
+        self.last_input = response.usage.input_tokens if response.usage is not None else None
+        self.plan = plan
+        return response
+
+    def open(self, plan: bounds.CallPlan) -> None:
+        """Before the call is sent: the run is still ours, and the call is its open call, with its
+        worst case, in one statement (runs.steps.open_call)."""
+        self.call_id = uuid.uuid4().hex
+        bound = self.bound_of(
+            plan, output_tokens=plan.cap, basis="estimate: its worker was lost while the call was on the wire"
+        )
+        if not open_call(
+            self.run, self.attempt, self.call_id, bound, self.ancestors, synthesis=plan.synthesis or ""
+        ):
+            raise _Stopped
+        if plan.synthesis and not self.run.synthesis_dimension:
+            self.run.synthesis_dimension, self.run.synthesis_step = plan.synthesis, self.run.steps + 1
+
+    def bound_of(self, plan: bounds.CallPlan, *, output_tokens: int, basis: str) -> ledger.Call:
+        """The ledger entry of a call whose usage is not known: the input bound and `output_tokens`
+        (at most the cap), at the rates of the bound (runs.bounds.CallPlan.estimate), marked estimated."""
+        cost, by_kind = plan.estimate(output_tokens)
+        return ledger.Call(
+            **self.call_fields(),
+            input_tokens=plan.input_bound,
+            output_tokens=min(output_tokens, plan.cap),
+            cost=cost,
+            computed_cost=cost,
+            charged_by_kind=by_kind,
+            prices={**self.sheet.recorded, "bound": plan.as_json(), "basis": basis},
+            estimated=True,
+        )
+
+    def charge_cut(self, plan: bounds.CallPlan, cut: CutCall) -> None:
+        """A call cut before it was whole was billed all the same (docs/decisions/0006-streaming.md):
+        charged the usage the provider reported before the cut, else an estimate that never
+        undercounts: the input bound, and the output streamed, or the whole cap when the cut was ours
+        (the provider may have gone on generating). Then: stopped or out of time, the run ends; a
+        transient cut is retried as a new call, after a backoff, up to PROVIDER_MAX_RETRIES times."""
+        usage = cut.streamed.usage
+        if usage is not None:
+            self.plan = plan
+            call = self.call_of(ModelResponse("", (), usage))
+        else:
+            output = plan.cap if cut.ours else cut.streamed.output_tokens
+            call = self.bound_of(
+                plan,
+                output_tokens=output,
+                basis=f"estimate: the call was cut ({cut.reason}) before its usage",
+            )
+        self.write_charge(call)  # raises _Stopped when the run was stopped (charged as late)
+        message = _redact(cut.message, self.adapter)
+        if cut.reason == "stopped":
+            raise _Stopped
+        if cut.reason == "deadline":
+            raise RunTimeout(f"The run exceeded its time limit of {settings.RUN_MAX_SECONDS} s. {message}")
+        if not cut.transient:
+            raise ProviderPermanentError(message, diagnostics=cut.diagnostics)
+        self.transient_in_a_row += 1
+        if self.transient_in_a_row > settings.PROVIDER_MAX_RETRIES:
+            raise ProviderTransientError(message, diagnostics=cut.diagnostics)
+        release_connection()
+        self.sleep(backoff_delay(self.transient_in_a_row - 1, None))
 
     # -- after a response ---------------------------------------------------------------------
 
@@ -275,31 +353,21 @@ class _Loop:
         PROVIDER_MAX_RETRIES times; after that the run fails `provider_error` with provider code
         `empty_response`."""
         self.write_charge(self.call_of(response))
-        self.empty_answers += 1
-        if self.empty_answers > settings.PROVIDER_MAX_RETRIES:
+        self.transient_in_a_row += 1
+        if self.transient_in_a_row > settings.PROVIDER_MAX_RETRIES:
             raise ProviderTransientError(
-                f"The provider answered {self.empty_answers} times with neither text nor a tool call.",
+                f"The provider answered {self.transient_in_a_row} times with neither text nor a tool call.",
                 diagnostics=diagnostics(self.adapter.name, code="empty_response", status=200),
             )
         release_connection()
-        self.sleep(backoff_delay(self.empty_answers - 1, None))
+        self.sleep(backoff_delay(self.transient_in_a_row - 1, None))
 
     def charge_worst_case(self, plan: bounds.CallPlan, response: ModelResponse) -> None:
         """A response whose usage is missing or cannot be billed from is charged the most the call
         could have cost (never less: nothing is recorded as free by accident), and the run fails
         closed, as a defect of the provider's."""
-        call = ledger.Call(
-            **self.call_fields(),
-            input_tokens=plan.input_bound,
-            output_tokens=plan.cap,
-            cost=plan.worst,
-            computed_cost=plan.worst,
-            charged_by_kind=plan.worst_by_kind,
-            prices={
-                **self.sheet.recorded,
-                "bound": plan.as_json(),
-                "basis": "worst case: the response reported no usable usage",
-            },
+        call = self.bound_of(
+            plan, output_tokens=plan.cap, basis="worst case: the response reported no usable usage"
         )
         self.write_charge(call)
         raise ProviderPermanentError(
@@ -311,7 +379,9 @@ class _Loop:
     def write_charge(self, call: ledger.Call) -> None:
         """A charged call that adds nothing to the transcript: its ledger entry and the counters
         (with any tool results not yet written), in the step's one statement."""
-        if not write_step(self.run, self.attempt, self.ancestors, call, 0, self.unwritten):
+        if not write_step(
+            self.run, self.attempt, self.ancestors, call, 0, self.unwritten, call_id=self.call_id
+        ):
             raise _Stopped  # the late usage is recorded
         self.unwritten = []
         self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
@@ -345,7 +415,9 @@ class _Loop:
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows)
+        on_time = write_step(
+            self.run, self.attempt, self.ancestors, call, tool_calls, rows, call_id=self.call_id
+        )
         self.unwritten = []
         if not on_time:
             raise _Stopped  # the late usage is recorded

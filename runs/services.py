@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounting import ledger
+from runs import steps
 from runs.failures import AdmissionDenied, Outcome, WorkerLost
 from runs.history import earlier_exchanges
 from runs.limits import RunLimits, with_reserves
@@ -231,7 +232,12 @@ def finish_run(
     transaction. Compare-and-swap: True only for the call that finished it; a stale attempt
     (reaped, or cancelled meanwhile) changes nothing."""
     now = timezone.now()
-    fields: dict[str, object] = {"status": outcome.status, "finished_at": now, "answer": outcome.answer}
+    fields: dict[str, object] = {
+        "status": outcome.status,
+        "finished_at": now,
+        "answer": outcome.answer,
+        "answer_cut": outcome.answer_cut,
+    }
     failure = outcome.failure
     if failure is not None:
         diagnostics = failure.diagnostics
@@ -246,6 +252,9 @@ def finish_run(
             provider_parameter=diagnostics.provider_parameter,
             failure_message=failure.message[:MAX_FAILURE_MESSAGE],
         )
+    if attempt is not None and silent_since is None:
+        # The loop ends its own run: every call it made was charged, so none is open any more.
+        fields.update(open_call=None, partial_text="")
     # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
     # that transaction, and a failure rolls all of it back anyway.
     with transaction.atomic(savepoint=False):
@@ -256,6 +265,10 @@ def finish_run(
             in_flight = in_flight.filter(Q(status=Run.Status.QUEUED) | Q(heartbeat_at__lt=silent_since))
         if in_flight.update(**fields) != 1:
             return False
+        if silent_since is not None:
+            # The lost worker's call on the wire, if any, was billed: charged before the run's end
+            # is told, so the accounting event carries it.
+            steps.charge_open_call(run, late=False)
         ledger.release(run.pk, now=now)
         # The usage counters may have moved under us (a delegated child adds to its parent's).
         run.refresh_from_db(fields=[f.attname for f in Run._meta.concrete_fields if not f.is_relation])
@@ -382,6 +395,11 @@ def fail_lost_runs(
     queued = [run for run in candidates if run.status == Run.Status.QUEUED]
     waiting = still_waiting(queued) if queued and still_waiting is not None else set()
     failed: list[int] = []
+    for run in Run.objects.filter(
+        open_call__isnull=False, status__in=Run.TERMINAL, finished_at__lt=silent_since
+    ).order_by("id"):
+        # Stopped mid-call, and its worker lost before it charged the cut: nobody else will.
+        steps.charge_open_call(run, late=True)
     for run in candidates:
         if run.pk in waiting:
             continue

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 _STEP_SQL = """
 WITH ours AS (
     UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
-        cost = cost + %s, tool_calls = tool_calls + %s
+        cost = cost + %s, tool_calls = tool_calls + %s, open_call = NULL, partial_text = ''
     WHERE id = %s AND status = %s AND attempt = %s::uuid
     RETURNING id
 ),
@@ -61,11 +61,13 @@ def write_step(
     call: ledger.Call,
     tool_calls: int,
     rows: list[TranscriptEntry],
+    *,
+    call_id: str,
 ) -> bool:
     """One step in one statement, if the run is still this attempt's: the ledger's
-    CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows.
-    Autocommit makes the statement its own transaction. Returns whether it was written; a late
-    response writes nothing here (see record_response)."""
+    CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows;
+    the call is no longer open. Autocommit makes the statement its own transaction. Returns whether
+    it was written; a late response is recorded by write_late_step instead, once."""
     ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
     sql = _STEP_SQL.format(
         ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
@@ -88,23 +90,86 @@ def write_step(
         cursor.execute(sql, params)
         (on_time,) = cursor.fetchone()
     if not on_time:
-        write_late_step(run, ancestors, call, tool_calls)
+        write_late_step(run, ancestors, call, tool_calls, call_id=call_id)
     judge_alerts(call)
     return bool(on_time)
 
 
-def write_late_step(run: Run, ancestors: list[int], call: ledger.Call, tool_calls: int) -> None:
+def write_late_step(
+    run: Run, ancestors: list[int], call: ledger.Call, tool_calls: int, *, call_id: str | None
+) -> None:
     """A response that arrived after the run stopped being this attempt's (reaped while its
     worker was frozen, or cancelled) still cost money. In one transaction: its ledger entry and
     rollups, the counters of the run and its ancestors, and `late_usage_recorded`, with which the
     schedule layer writes its content-free event; so counters, ledger and accounting events agree
-    whatever happens after. Nothing else of the response is kept."""
+    whatever happens after. Nothing else of the response is kept.
+
+    The call is charged once: only if it is still the run's open call (`call_id`), which this
+    takes; a reaper that found the worker silent has already charged its bound
+    (runs.services.charge_open_call), which is never less than this."""
     with transaction.atomic():
+        if call_id is not None and not _take_open_call(run.pk, call_id):
+            return
         ledger.record_usage(call)
         Run.objects.filter(pk__in=[run.pk, *ancestors]).update(**_counters(call.cost, tool_calls))
         run.refresh_from_db()
         late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": call.cost}
         late_usage_recorded.send(sender=Run, run=run, usage=late)
+
+
+def _take_open_call(run_id: int, call_id: str) -> bool:
+    taken = Run.objects.filter(pk=run_id, open_call__id=call_id).update(open_call=None, partial_text="")
+    return taken == 1
+
+
+# Before each model request: the run is still this attempt's (else the loop stops), and the call
+# about to be sent is recorded as open, with the worst case it can cost; the first synthesis-only
+# request also records its dimension and step. One statement, the loop's only one before a call.
+_OPEN_SQL = f"""
+UPDATE {Run._meta.db_table} SET open_call = %s::jsonb, partial_text = '',
+    synthesis_dimension = CASE WHEN synthesis_dimension = '' THEN %s ELSE synthesis_dimension END,
+    synthesis_step = CASE WHEN synthesis_dimension = '' AND %s <> '' THEN %s ELSE synthesis_step END
+WHERE id = %s AND status = 'running' AND attempt = %s::uuid
+"""  # noqa: S608 - the table name from model metadata
+
+
+def open_call(
+    run: Run, attempt: Any, call_id: str, bound: ledger.Call, ancestors: list[int], *, synthesis: str
+) -> bool:
+    """Record the call about to be sent (its `bound`: what it is charged should its worker be lost
+    while it is on the wire), if the run is still this attempt's; False when it is not (stopped,
+    reaped or deleted): nothing is sent then."""
+    record = {"id": call_id, "ancestors": ancestors, "bound": bound.to_json()}
+    with connection.cursor() as cursor:
+        cursor.execute(_OPEN_SQL, [json.dumps(record), synthesis, synthesis, bound.step, run.pk, attempt])
+        return bool(cursor.rowcount == 1)
+
+
+def charge_open_call(run: Run, *, late: bool) -> ledger.Call | None:
+    """The call a lost worker left on the wire, charged its bound: the provider may have generated
+    up to the call's cap, and nobody saw its usage (docs/decisions/0006-streaming.md). Once, whoever
+    comes first: this takes the open call, as the worker's own late write would. In the caller's
+    transaction with the run's end (the reaper), or, for a run that had already ended (`late`: it
+    was stopped, then its worker was lost before it charged the cut), with `late_usage_recorded`."""
+    with transaction.atomic():
+        record = (
+            Run.objects.select_for_update(of=("self",))
+            .filter(pk=run.pk, open_call__isnull=False)
+            .values_list("open_call", flat=True)
+            .first()
+        )
+        if record is None:
+            return None
+        Run.objects.filter(pk=run.pk).update(open_call=None, partial_text="")
+        call = ledger.Call.from_json(record["bound"])
+        ledger.record_usage(call)
+        Run.objects.filter(pk__in=[run.pk, *record["ancestors"]]).update(**_counters(call.cost, 0))
+        if late:
+            run.refresh_from_db()
+            usage = {"steps": 1, "model_calls": 1, "tool_calls": 0, "cost": call.cost}
+            late_usage_recorded.send(sender=Run, run=run, usage=usage)
+    judge_alerts(call)
+    return call
 
 
 def judge_alerts(call: ledger.Call) -> None:

@@ -35,6 +35,7 @@ urlpatterns: list[URLPattern] = [
 
 run_urls: list[URLPattern] = [
     path("runs/<int:pk>/", runs.run_detail, name="detail"),
+    path("runs/<int:pk>/writing/", runs.run_writing, name="writing"),
     path("runs/in-flight/", runs.runs_in_flight, name="in_flight"),
     path("conversations/", runs.conversation_list, name="conversations"),
     path("conversations/<int:pk>/delete/", runs.conversation_delete, name="delete_conversation"),

@@ -70,3 +70,12 @@ def owner_client(owner: User) -> Client:
     client = Client()
     client.force_login(owner)
     return client
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # The controller (or a run without workers) stops the real model server its workers shared
+    # (tests/real_model/conftest.py); it would stop by itself within a second anyway.
+    if not hasattr(session.config, "workerinput"):
+        from tests.real_model.conftest import stop_server
+
+        stop_server()

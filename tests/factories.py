@@ -67,6 +67,7 @@ def make_agent(
     input_price: str = "3.00",
     output_price: str = "15.00",
     prices: dict[str, str] | None = None,
+    max_output_tokens: int | None = None,
     **limit_overrides: Any,
 ) -> Agent:
     """An agent with its own input and output prices (USD per million tokens), or `prices` by kind (`{}`:
@@ -85,6 +86,7 @@ def make_agent(
         prices={"input": input_price, "output": output_price} if prices is None else prices,
         default_limits=limits(**limit_overrides).to_json(),
         cost_limit=Decimal(cost_limit) if cost_limit is not None else None,
+        **({} if max_output_tokens is None else {"max_output_tokens": max_output_tokens}),
     )
 
 

@@ -22,13 +22,14 @@ from runs.providers.gate import Passage, gate_for
 from runs.providers.openai import OpenAIAdapter
 from runs.providers.retry import backoff_delay, with_retries
 from runs.providers.simulated import transport as simulator_transport
+from runs.providers.stream import CutCall, Watch
 
 
 def client_for(agent: Agent) -> httpx.Client:
-    """A fresh client with the provider timeout; simulated agents without a URL stay in-process."""
-    timeout = httpx.Timeout(
-        settings.PROVIDER_TIMEOUT_SECONDS, connect=min(10, settings.PROVIDER_TIMEOUT_SECONDS)
-    )
+    """A fresh client; simulated agents without a URL stay in-process. A read waits at most the
+    first-token timeout: a call's watch cuts an idle stream sooner (runs.watch), and a server that
+    does not stream sends its whole answer after thinking as long as a first token may take."""
+    timeout = httpx.Timeout(settings.PROVIDER_FIRST_TOKEN_TIMEOUT_SECONDS, connect=10)
     if agent.provider == Agent.Provider.SIMULATED and not agent.base_url:
         return httpx.Client(transport=simulator_transport(), timeout=timeout)
     return outbound.client(timeout=timeout, allowed_hosts=settings.PROVIDER_ALLOWED_HOSTS)
@@ -42,7 +43,7 @@ class RefusedAdapter:
         self.name = name
         self.reason = reason
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
+    def complete(self, request: ModelRequest, watch: Watch | None = None) -> ModelResponse:
         raise ProviderError(transient=False, message=self.reason, diagnostics=diagnostics(self.name))
 
 
@@ -76,13 +77,16 @@ def call_with_retries(
     *,
     sleep: Callable[[float], None] = time.sleep,
     before_attempt: Callable[[int], None] | None = None,
+    watch: Watch | None = None,
 ) -> ModelResponse:
     """One model request, retrying transient errors up to PROVIDER_MAX_RETRIES times
     (docs/contract.md#providers-and-failures).
 
-    Raises the last ProviderError when retries are spent, or the first permanent one.
-    `before_attempt` lets the run loop check for cancellation between attempts, and after a
-    wait its provider's gate imposed (a rate limit another run met: runs.providers.gate).
+    Raises the last ProviderError when retries are spent, or the first permanent one; a CutCall at
+    once, whatever its class: the cut call was billed, and the loop charges it before any retry (a
+    retry is a new call with its own bound). `before_attempt` lets the run loop check for
+    cancellation between attempts, and after a wait its provider's gate imposed (a rate limit
+    another run met: runs.providers.gate). `watch` hears of the call as it streams.
     """
     gate = gate_for(adapter.name, getattr(adapter, "base_url", "") or "", getattr(adapter, "gate_key", ""))
     passage = Passage(gate, sleep, lambda: before_attempt(GATE_WAITED) if before_attempt else None)
@@ -93,20 +97,25 @@ def call_with_retries(
         attempts += 1
         with passage.open():
             try:
-                return adapter.complete(request)
+                return adapter.complete(request, watch)
             except ProviderError as error:
                 if error.diagnostics.http_status == 429:  # the provider's limit: all its runs wait
                     gate.hold(error.retry_after or backoff_delay(attempts - 1, None))
                 raise
 
     return with_retries(
-        attempt, retries=settings.PROVIDER_MAX_RETRIES, sleep=passage.pause, before_attempt=before_attempt
+        attempt,
+        retries=settings.PROVIDER_MAX_RETRIES,
+        sleep=passage.pause,
+        before_attempt=before_attempt,
+        final=lambda error: isinstance(error, CutCall),
     )
 
 
 __all__ = [
     "GATE_WAITED",
     "Adapter",
+    "CutCall",
     "ProviderError",
     "adapter_for",
     "backoff_delay",

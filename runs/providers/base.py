@@ -75,9 +75,9 @@ class ModelRequest:
     # The volatile, platform-trusted synthesis instruction (docs/decisions/0001, point 2). Adapters put
     # it in a system/developer position of this one request; it is never part of `messages`.
     synthesis_instruction: str | None = None
-    # The output cap on the wire (max_tokens / max_completion_tokens): at most MAX_OUTPUT_TOKENS, less
-    # when the dollars left pay for less (docs/contract.md#bounded-before-the-call).
-    max_output_tokens: int = 4096
+    # The output cap on the wire (max_tokens / max_completion_tokens): at most the agent's maximum
+    # output per call, less when the dollars left pay for less (docs/contract.md#bounded-before-the-call).
+    max_output_tokens: int = 2048
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,10 @@ class ProviderError(Exception):
 class Adapter(Protocol):
     name: str
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        """One request; raises ProviderError. No retries here."""
+    def complete(self, request: ModelRequest, watch: Any = None) -> ModelResponse:
+        """One request, streamed, told to `watch` (runs.providers.stream.Watch) as it comes;
+        raises ProviderError (CutCall for a call that was sent and did not end whole). No retries
+        here."""
         ...
 
 

@@ -28,16 +28,16 @@ def read_json(provider: str, response: httpx.Response) -> Any:
             ) from None
         return None
     # JSON can only carry a NUL as an escape; the check keeps the common case a byte search.
-    return _without_nul(body) if b"\\u0000" in response.content else body
+    return without_nul(body) if b"\\u0000" in response.content else body
 
 
-def _without_nul(value: Any) -> Any:
+def without_nul(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, list):
-        return [_without_nul(item) for item in value]
+        return [without_nul(item) for item in value]
     if isinstance(value, dict):
-        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
     return value
 
 

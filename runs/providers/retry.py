@@ -34,12 +34,15 @@ def with_retries(
     sleep: Callable[[float], None] = time.sleep,
     before_attempt: Callable[[int], None] | None = None,
     on_error: Callable[[ProviderError, int, bool], None] | None = None,
+    final: Callable[[ProviderError], bool] | None = None,
 ) -> T:
     """`call()`, retried up to `retries` more times while it raises a transient ProviderError.
 
     Raises the first permanent error, or the last transient one once retries are spent.
     `before_attempt(n)` runs before attempt n (0-based; the run loop checks for cancellation
-    there); `on_error(error, n, final)` sees every failed attempt (webhooks record each one).
+    there); `on_error(error, n, final)` sees every failed attempt (webhooks record each one);
+    `final(error)` says an error ends the retries whatever its class (a cut call, which the run
+    loop charges before it tries again).
     """
     attempt = 0
     while True:
@@ -48,10 +51,10 @@ def with_retries(
         try:
             return call()
         except ProviderError as error:
-            final = not error.transient or attempt >= retries
+            last = not error.transient or attempt >= retries or (final is not None and final(error))
             if on_error is not None:
-                on_error(error, attempt, final)
-            if final:
+                on_error(error, attempt, last)
+            if last:
                 raise
             sleep(backoff_delay(attempt, error.retry_after))
             attempt += 1

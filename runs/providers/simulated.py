@@ -2,7 +2,10 @@
 behaviours chosen by model name (docs/contract.md#the-simulated-provider). Served over HTTP at
                                                  # /simulator/v1/chat/completions
 and in-process through an httpx transport; either way runs reach it through the same adapter as
-a real provider.
+a real provider. Asked to stream (`"stream": true`), it answers as a real server does: server-sent
+`chat.completion.chunk` events, word by word, then the finish reason, the usage chunk when
+`stream_options.include_usage` asks for it, and `data: [DONE]`. A prompt's `delay=SECONDS` spreads
+the answer over that long (sim-slow: 1 s); `stall=SECONDS` goes silent that long half way through.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -39,12 +43,13 @@ MODELS = (
 # What the simulator bills, USD per million tokens of each kind (a mid-size hosted model); the
 # demo's agents carry the same prices. sim-expensive writes at length at a dear output price.
 PRICES = {"input": "3.00", "cache_read": "0.30", "cache_write_5m": "3.75", "output": "15.00"}
-EXPENSIVE_PRICES = {**PRICES, "output": "150.00"}
-EXPENSIVE_OUTPUT = 4_000  # tokens: USD 0.60 a call at its output price
+EXPENSIVE_PRICES = {**PRICES, "output": "300.00"}
+EXPENSIVE_OUTPUT = 2_000  # tokens: USD 0.60 a call at its output price, within an agent's default cap
 PER_MESSAGE_TOKENS = 60  # fewer tokens than the bytes of a message and its keys: a token is a byte or more
 MAX_DELAY_SECONDS = 600
 _MARKER = SYNTHESIS_INSTRUCTION.split(".")[0]
 _DELAY = re.compile(r"delay=(\d+(?:\.\d+)?)")
+_STALL = re.compile(r"stall=(\d+(?:\.\d+)?)")
 
 Reply = tuple[int, dict[str, str], dict[str, Any]]
 
@@ -99,10 +104,6 @@ def respond(body: Any) -> Reply:
         )
     if model == "sim-flaky" and _flaky_turns.first_time(_turn_key(body)):
         return _error(503, "server_error", "Service temporarily unavailable.", code="service_unavailable")
-    # sim-slow waits 1 s, or what the prompt says ("delay=5"); any other model only when told.
-    match = _DELAY.search(_last_user_text(messages))
-    if match or model == "sim-slow":
-        time.sleep(min(float(match.group(1)), MAX_DELAY_SECONDS) if match else 1.0)
     if model not in MODELS:
         return _error(
             404, "invalid_request_error", f"The model {model!r} does not exist.", code="model_not_found"
@@ -280,12 +281,108 @@ def _error(
     return status, headers, {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+def pacing(body: Any) -> tuple[float, float]:
+    """How long the answer takes (sim-slow 1 s, or the prompt's `delay=SECONDS`) and how long it
+    goes silent half way (`stall=SECONDS`), in seconds."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    text = _last_user_text([m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else [])
+    delay = _DELAY.search(text)
+    stall = _STALL.search(text)
+    seconds = float(delay.group(1)) if delay else 1.0 if body.get("model") == "sim-slow" else 0.0
+    return min(seconds, MAX_DELAY_SECONDS), min(float(stall.group(1)) if stall else 0.0, MAX_DELAY_SECONDS)
+
+
+def wants_stream(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def chunks(payload: dict[str, Any], *, usage: bool) -> list[bytes]:
+    """A completion as the server-sent events a streaming server writes: a role chunk, the content
+    word by word, each tool call (its id and name, then its arguments in pieces), the finish
+    reason, the usage chunk if asked for, and `[DONE]`."""
+    choice = payload["choices"][0]
+    message = choice["message"]
+
+    def event(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
+        chunk = {
+            "id": payload["id"],
+            "object": "chat.completion.chunk",
+            "created": payload["created"],
+            "model": payload["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else [],
+            **extra,
+        }
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    events = [event({"role": "assistant", "content": None})]
+    events += [event({"content": word}) for word in re.findall(r"\s*\S+", message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        events.append(
+            event(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": function["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        arguments = function["arguments"]
+        half = len(arguments) // 2
+        for piece in (arguments[:half], arguments[half:]):
+            if piece:
+                events.append(event({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    events.append(event({}, choice["finish_reason"]))
+    if usage:
+        events.append(event(None, usage=payload["usage"]))
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+def paced(events: list[bytes], delay: float, stall: float, wait: Any) -> Iterator[bytes]:
+    """The events spread over `delay` seconds, silent `stall` seconds half way. `wait(seconds)`
+    sleeps, and answers True when the reader went away (then nothing more is sent)."""
+    step = delay / len(events) if events else 0.0
+    for index, chunk in enumerate(events):
+        if index == len(events) // 2 and stall and wait(stall):
+            return
+        if step and wait(step):
+            return
+        yield chunk
+
+
+class _Stream(httpx.SyncByteStream):
+    """The in-process simulator's answer as it is written. Closing it (the reader went away, or a
+    call's watch cut it) ends any wait at once."""
+
+    def __init__(self, events: list[bytes], delay: float, stall: float) -> None:
+        self.closed = threading.Event()
+        self.events = paced(events, delay, stall, self.closed.wait)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.events
+
+    def close(self) -> None:
+        self.closed.set()
+
+
 def _handle(request: httpx.Request) -> httpx.Response:
     try:
         body = json.loads(request.content or b"null")
     except ValueError:
         body = None
     status, headers, payload = respond(body)
+    delay, stall = pacing(body) if status == 200 else (0.0, 0.0)
+    if status == 200 and wants_stream(body):
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        stream = _Stream(chunks(payload, usage=usage), delay, stall)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
+    time.sleep(delay + stall)
     return httpx.Response(status, headers=headers, json=payload)
 
 

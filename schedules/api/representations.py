@@ -380,13 +380,26 @@ class Call(Out):
     prices: str = Field(
         description="where the prices came from: the catalogue and its version, or the agent's own"
     )
+    estimated: bool = Field(
+        description="the call was cut before its usage arrived: its tokens and cost are an estimate "
+        "that never undercounts"
+    )
 
 
 class RunDetail(Run):
-    """A run with its provider calls and their tokens in total."""
+    """A run with its provider calls and their tokens in total; while it runs, the answer as it is
+    being written."""
 
     tokens: Tokens
     calls: list[Call]
+    answer: str | None = Field(description="the final answer, once the run has completed")
+    answer_cut: bool = Field(
+        description="the answer reached the agent's maximum output per call and may stop short"
+    )
+    partial_answer: str | None = Field(
+        description="while the run is running: the text its current model call has streamed so far, "
+        "refreshed at most once a second; null otherwise"
+    )
 
 
 # -- from rows -----------------------------------------------------------------------------------
@@ -640,10 +653,19 @@ def call_of(entry: LedgerEntry) -> Call:
         computed_cost=format_money(entry.computed_cost) if entry.computed_cost is not None else None,
         reported_cost=format_money(entry.reported_cost) if entry.reported_cost is not None else None,
         prices=str(entry.prices.get("source", "")) or "recorded before prices by kind",
+        estimated=entry.estimated,
     )
 
 
 def run_detail_of(run: RunRow, calls: list[LedgerEntry]) -> RunDetail:
     details = [call_of(entry) for entry in calls]
     totals = {kind: sum(getattr(c.tokens, kind) for c in details) for kind in Tokens.model_fields}
-    return RunDetail(**dict(run_of(run)), tokens=Tokens(**totals), calls=details)
+    running = run.status == RunRow.Status.RUNNING
+    return RunDetail(
+        **dict(run_of(run)),
+        tokens=Tokens(**totals),
+        calls=details,
+        answer=run.answer if run.status == RunRow.Status.COMPLETED else None,
+        answer_cut=run.answer_cut,
+        partial_answer=run.partial_text if running else None,
+    )

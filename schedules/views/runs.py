@@ -36,6 +36,19 @@ def run_detail(request: HtmxRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @login_required
+def run_writing(request: HtmxRequest, pk: int) -> HttpResponse:
+    """The answer as it is being written (docs/decisions/0006-streaming.md): the text the run's
+    current model call has streamed so far, polled twice a second by the conversation and run pages
+    while the run is in flight; one query. The poll that sees the run ended stops polling (286)."""
+    run = get_object_or_404(
+        Run.objects.owned_by(request.user).only("id", "owner_id", "status", "partial_text"), pk=pk
+    )
+    response = render(request, "runs/_writing.html", {"run": run})
+    return response if run.status in (Run.Status.QUEUED, Run.Status.RUNNING) else HttpResponseStopPolling(b"")
+
+
+@require_GET
+@login_required
 def runs_in_flight(request: HtmxRequest) -> HttpResponse:
     """The strip at the top of the dashboard: the owner's runs in flight and queued (an admin's:
     everyone's, per worker). It polls while anything is in flight or queued."""

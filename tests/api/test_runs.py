@@ -26,6 +26,9 @@ RUN_FIELDS = {
     "finished_at",
     "tokens",  # the run's calls' tokens by kind, in total
     "calls",  # each provider call as billed
+    "answer",  # once completed
+    "answer_cut",  # the answer stopped at the agent's maximum output per call
+    "partial_answer",  # while running: the text its current call has streamed so far
 }
 
 

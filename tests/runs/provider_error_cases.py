@@ -1383,7 +1383,7 @@ CASES: list[Case] = [
         provider="anthropic",
         status=None,
         body=httpx.ReadTimeout("The read operation timed out"),
-        message="timeout: ReadTimeout",
+        message="had not begun its answer within the first-token timeout",
     ),
     transient(
         name="connection reset by peer",
@@ -1391,7 +1391,7 @@ CASES: list[Case] = [
         provider="openai",
         status=None,
         body=httpx.ReadError("[Errno 104] Connection reset by peer"),
-        message="connection: ReadError",
+        message="connection to the provider broke before its answer was complete. (ReadError)",
     ),
     transient(
         name="server disconnected without a response",
@@ -1399,6 +1399,6 @@ CASES: list[Case] = [
         provider="anthropic",
         status=None,
         body=httpx.RemoteProtocolError("Server disconnected without sending a response."),
-        message="connection: RemoteProtocolError",
+        message="connection to the provider broke before its answer was complete. (RemoteProtocolError)",
     ),
 ]

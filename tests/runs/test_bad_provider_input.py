@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from accounting.models import LedgerEntry
-from runs.models import TranscriptEntry
+from runs.models import DEFAULT_MAX_OUTPUT_TOKENS, TranscriptEntry
 from tests.factories import make_agent
 from tests.runs.wire import ANTHROPIC, OPENAI, WIRES, Provider, execute, ledger_total, make_wire_agent
 
@@ -54,7 +54,7 @@ class Broken(httpx.SyncByteStream):
     ],
     ids=["truncated JSON", "an HTML page", "an empty body"],
 )
-def test_a_200_that_is_not_json_is_a_transient_provider_error(owner, wire, reply):
+def test_a_200_that_is_not_json_is_a_transient_provider_error_charged_as_a_lost_answer(owner, wire, reply):
     run, provider = _run(owner, wire, reply)
 
     assert (run.status, run.failure_reason, run.error_class) == (
@@ -65,7 +65,17 @@ def test_a_200_that_is_not_json_is_a_transient_provider_error(owner, wire, reply
     assert run.http_status == 200
     assert "not valid JSON" in run.failure_message
     assert len(provider.requests) == 1 + settings.PROVIDER_MAX_RETRIES
-    assert run.model_calls == 0 and _entries(run) == []
+    _charged_an_estimate_per_attempt(run)
+
+
+def _charged_an_estimate_per_attempt(run, *, output_tokens: int = 0) -> None:
+    """A 200 whose answer was lost on the way was billed all the same: each attempt is charged its
+    input bound and the output seen (none), marked estimated (docs/decisions/0006-streaming.md)."""
+    entries = _entries(run)
+    assert len(entries) == run.model_calls == 1 + settings.PROVIDER_MAX_RETRIES
+    assert all(e.estimated and e.input_tokens > 0 and e.output_tokens == output_tokens for e in entries)
+    assert all(e.cost > 0 and e.prices["basis"].startswith("estimate") for e in entries)
+    assert run.cost == sum(e.cost for e in entries) <= run.run_limits.max_cost
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
@@ -78,6 +88,7 @@ def test_a_body_cut_off_mid_stream_is_a_transient_provider_error(owner, wire):
         None,
     )
     assert len(provider.requests) == 1 + settings.PROVIDER_MAX_RETRIES
+    _charged_an_estimate_per_attempt(run)
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
@@ -90,6 +101,7 @@ def test_a_body_with_a_broken_content_encoding_is_a_provider_error_not_ours(owne
     assert (run.failure_reason, run.error_class) == ("provider_error", "ProviderTransientError")
     assert "could not be decoded" in run.failure_message
     assert len(provider.requests) == 1 + settings.PROVIDER_MAX_RETRIES
+    _charged_an_estimate_per_attempt(run)
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
@@ -121,7 +133,7 @@ def _charged_its_worst_case(run) -> None:
     """One entry, charged the call's worst case: its input bound at the dearest input price and its
     output cap at the output price (the agent's own USD 3 / 15 per million), never nothing."""
     (entry,) = _entries(run)
-    assert entry.output_tokens == settings.MAX_OUTPUT_TOKENS and entry.input_tokens > 0
+    assert entry.output_tokens == DEFAULT_MAX_OUTPUT_TOKENS and entry.input_tokens > 0
     worst = (Decimal(entry.input_tokens) * 3 + Decimal(entry.output_tokens) * 15) / 1_000_000
     assert entry.cost == worst.quantize(Decimal("0.000001"), rounding="ROUND_CEILING") == run.cost > 0
     assert entry.prices["basis"].startswith("worst case")

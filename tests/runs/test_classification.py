@@ -40,6 +40,11 @@ class Row:
     param: str = ""  # OpenAI's error.param; Anthropic errors have none
     message: str = ""
 
+    @property
+    def billed(self) -> bool:
+        """The request was sent and the call ended without its usage: the provider may bill it."""
+        return isinstance(self.error, httpx.ReadTimeout | httpx.ReadError | httpx.RemoteProtocolError)
+
     def reply(self, wire: Wire) -> Any:
         if self.error is not None:
             return self.error
@@ -428,7 +433,14 @@ def test_a_transient_failure_is_retried_a_bounded_number_of_times_then_fails_the
     _assert_classified(run, wire, row)
     assert len(provider.requests) == 1 + settings.PROVIDER_MAX_RETRIES
     assert len(sleeps) == settings.PROVIDER_MAX_RETRIES
-    assert (run.steps, run.model_calls, run.cost) == (0, 0, 0)  # no attempt returned a model response
+    entries = list(LedgerEntry.objects.filter(run_id=run.pk))
+    if row.billed:
+        # Sent, then cut before its usage: each attempt is charged an estimate that never undercounts.
+        assert len(entries) == run.model_calls == 1 + settings.PROVIDER_MAX_RETRIES
+        assert all(entry.estimated and entry.cost > 0 for entry in entries)
+        assert run.cost == sum(entry.cost for entry in entries)
+    else:
+        assert (run.steps, run.model_calls, run.cost, entries) == (0, 0, 0, [])  # no response, no bill
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)

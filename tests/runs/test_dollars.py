@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from accounting.models import LedgerEntry, Reservation
 from runs import pricing
-from runs.models import Agent, TranscriptEntry
+from runs.models import DEFAULT_MAX_OUTPUT_TOKENS, Agent, TranscriptEntry
 from tests.factories import limits, make_agent
 from tests.runs.usage_cases import CASES, DEFECTS, UsageCase
 from tests.runs.wire import ANTHROPIC, OPENAI, WIRES, Provider, Wire, execute, ledger_total, text_bytes
@@ -233,7 +233,7 @@ def _expected_cap(
     paid in output tokens; at most the model's MAX_OUTPUT_TOKENS."""
     left = max_cost - spent - Decimal("0.000001") - Decimal(input_bound) * Decimal(input_rate) / MILLION
     by_dollars = int((left * MILLION / Decimal(output_rate)).to_integral_value(rounding=ROUND_FLOOR))
-    return min(by_dollars, settings.MAX_OUTPUT_TOKENS)
+    return min(by_dollars, DEFAULT_MAX_OUTPUT_TOKENS)
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
@@ -258,9 +258,9 @@ def test_the_last_affordable_call_is_capped_so_the_run_cannot_cross_its_cost_lim
 
     first, second = LedgerEntry.objects.filter(run_id=run.pk).order_by("id")
     sent = [wire.output_cap(body) for body in provider.bodies]
-    assert sent[0] == settings.MAX_OUTPUT_TOKENS  # the first call's worst case fits whole
+    assert sent[0] == DEFAULT_MAX_OUTPUT_TOKENS  # the first call's worst case fits whole
     expected = _expected_cap(max_cost, first.cost, second.prices["bound"]["input_tokens"], "3", "15")
-    assert sent[1] == second.prices["bound"]["output_cap"] == expected < settings.MAX_OUTPUT_TOKENS
+    assert sent[1] == second.prices["bound"]["output_cap"] == expected < DEFAULT_MAX_OUTPUT_TOKENS
     assert second.prices["bound"]["input_tokens"] >= text_bytes(provider.bodies[1])  # a true bound
     assert (run.status, run.failure_reason, run.failure_dimension) == ("failed", "budget_exhausted", "cost")
     assert ledger_total(run) <= max_cost
@@ -305,7 +305,7 @@ def test_the_cap_goes_on_the_wire_in_each_providers_field(owner):
     assert set(fields["openai"]) == {"max_completion_tokens"}
     assert set(fields["self-hosted"]) == {"max_tokens"}  # what vLLM, Ollama and LiteLLM read
     assert set(fields["anthropic"]) == {"max_tokens"}
-    assert all(0 < next(iter(f.values())) < settings.MAX_OUTPUT_TOKENS for f in fields.values())
+    assert all(0 < next(iter(f.values())) < DEFAULT_MAX_OUTPUT_TOKENS for f in fields.values())
 
 
 # -- the invariant, for any prices, usage and limits -----------------------------------------------
@@ -415,6 +415,7 @@ def _agent_form(agent: Agent, **changes: str) -> dict[str, str]:
         "default_limits": limits().model_dump_json(),
         "history_turns": "20",
         "history_tokens": "12000",
+        "max_output_tokens": str(agent.max_output_tokens),
         "is_active": "on",
         "credential_changes-TOTAL_FORMS": "0",
         "credential_changes-INITIAL_FORMS": "0",

@@ -1,6 +1,8 @@
-"""A provider response that arrives after its run was reaped still cost money: the ledger, the
-run's counters and its content-free accounting events agree, and they are written together or
-not at all. Both ways a step is written (one statement on PostgreSQL, the ORM elsewhere)."""
+"""A provider response that arrives after its run was stopped or reaped still cost money: the ledger,
+the run's counters and its content-free accounting events agree, they are written together or not at
+all, and the call is charged once. A run reaped while its call was out is charged that call's bound
+by the reaper (its worker may never come back); the response, if it comes after all, is not charged
+again."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from django.utils import timezone
 
 from accounting.models import AccountingEvent, LedgerEntry
 from runs.models import Run
-from runs.services import fail_lost_runs
+from runs.services import cancel_run, fail_lost_runs
 from runs.signals import late_usage_recorded
 from schedules import execution
 from tests.factories import make_schedule
@@ -22,35 +24,60 @@ from tests.runs.wire import OPENAI, Provider, ledger_total, make_wire_agent
 pytestmark = pytest.mark.django_db
 
 
-def _reaped_mid_call(owner) -> tuple[Run, Provider]:
-    """A scheduled run whose worker is reaped while its first provider call is out (as if the
-    worker was frozen past its lease): the response then arrives anyway."""
+def _ended_mid_call(owner, end) -> tuple[Run, Provider]:
+    """A scheduled run that `end`s (reaped, or stopped) while its first provider call is out (as if
+    its worker was frozen past its lease, or the stream could not be cut): the response then
+    arrives anyway."""
     schedule = make_schedule(owner, make_wire_agent(OPENAI))
     enqueued: list[int] = []
     execution.materialize_due(enqueue=enqueued.extend, now=schedule.next_occurrence_at + timedelta(seconds=1))
 
-    def reaped_then_answered(request: httpx.Request) -> dict:
-        assert fail_lost_runs(now=timezone.now() + timedelta(hours=1))  # the lease ran out long ago
+    def ended_then_answered(request: httpx.Request) -> dict:
+        end(Run.objects.get())
         return OPENAI.tools(("clock_now", {}), usage=(4000, 500))
 
-    provider = Provider(reaped_then_answered)
+    provider = Provider(ended_then_answered)
     with provider.client() as client:
         execution.execute_occurrence(enqueued[0], client=client, sleep=lambda s: None)
     return Run.objects.get(), provider
 
 
-def test_the_late_usage_is_on_the_ledger_the_counters_and_a_second_event(owner):
-    run, provider = _reaped_mid_call(owner)
+def _reaped(run: Run) -> None:
+    assert fail_lost_runs(now=timezone.now() + timedelta(hours=1)) == [run.pk]  # the lease ran out long ago
+
+
+def test_a_call_out_when_its_run_is_reaped_is_charged_its_bound_once(owner):
+    run, provider = _ended_mid_call(owner, _reaped)
 
     assert (run.status, run.failure_reason) == ("failed", "worker_lost")
     assert len(provider.requests) == 1
+    (entry,) = LedgerEntry.objects.filter(run_id=run.pk)  # the late response is not charged again
+    bound = entry.prices["bound"]
+    assert entry.estimated and (entry.input_tokens, entry.output_tokens) == (
+        bound["input_tokens"],
+        bound["output_cap"],
+    )
+    assert entry.cost == Decimal(bound["worst"]) == run.cost <= run.run_limits.max_cost
+    assert (run.steps, run.model_calls, run.tool_calls) == (1, 1, 0)
+    events = list(AccountingEvent.objects.filter(run_id=run.pk).order_by("id"))
+    assert [e.event for e in events] == ["schedule.run_accounted"]  # the charge is in its usage
+    assert Decimal(events[0].payload["usage"]["cost"]) == run.cost
+    assert not run.open_call and not run.transcript.filter(role="assistant").exists()
+
+
+def test_the_late_usage_of_a_stopped_run_is_on_the_ledger_the_counters_and_a_second_event(owner):
+    run, provider = _ended_mid_call(owner, cancel_run)
+
+    assert run.status == "cancelled"
+    assert len(provider.requests) == 1
     assert run.cost > 0 and run.cost == ledger_total(run)
+    assert not LedgerEntry.objects.get(run_id=run.pk).estimated  # its usage arrived: billed as reported
     assert (run.steps, run.model_calls, run.tool_calls) == (1, 1, 1)
     events = list(AccountingEvent.objects.filter(run_id=run.pk).order_by("id"))
     assert [e.event for e in events] == ["schedule.run_accounted", "schedule.late_usage_accounted"]
     assert sum(Decimal(e.payload["usage"]["cost"]) for e in events) == run.cost
     assert sum(e.payload["usage"]["steps"] for e in events) == run.steps
-    assert not run.transcript.filter(role="assistant").exists()  # nothing else of it is kept
+    assert not run.open_call and not run.transcript.filter(role="assistant").exists()
 
 
 def test_the_late_usage_is_written_whole_or_not_at_all(owner):
@@ -59,10 +86,10 @@ def test_the_late_usage_is_written_whole_or_not_at_all(owner):
 
     late_usage_recorded.connect(broken, dispatch_uid="test.broken")
     try:
-        run, _ = _reaped_mid_call(owner)
+        run, _ = _ended_mid_call(owner, cancel_run)
     finally:
         late_usage_recorded.disconnect(dispatch_uid="test.broken")
 
-    assert (run.status, run.failure_reason) == ("failed", "worker_lost")
+    assert run.status == "cancelled"
     assert not LedgerEntry.objects.exists() and run.cost == 0 and run.steps == 0
     assert [e.event for e in AccountingEvent.objects.filter(run_id=run.pk)] == ["schedule.run_accounted"]

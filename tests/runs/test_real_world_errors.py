@@ -5,14 +5,18 @@ diagnostics, and keeps a readable provider message, never a whole HTML page."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
+from accounting.models import LedgerEntry
 from tests.runs.provider_error_cases import CASES, RETRIES, Case
 from tests.runs.wire import ANTHROPIC, OPENAI, Provider, execute, make_wire_agent
 
 pytestmark = pytest.mark.django_db
 
 MAX_MESSAGE_FROM_A_PAGE = 200
+# Failures after the request went out: the provider may have generated, and billed, the answer.
+SENT_THEN_CUT = (httpx.ReadTimeout, httpx.ReadError, httpx.RemoteProtocolError)
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +43,15 @@ def test_a_recorded_error_is_classified_retried_and_diagnosed_as_spec_4_says(own
         case.param,
     )
     assert case.message in run.failure_message
-    assert (run.steps, run.model_calls, run.cost) == (0, 0, 0)
+    entries = list(LedgerEntry.objects.filter(run_id=run.pk))
+    if isinstance(case.body, SENT_THEN_CUT):
+        # The request was sent, and the call ended without its usage: the provider may have billed
+        # it, so each attempt is charged an estimate (docs/decisions/0006-streaming.md).
+        assert len(entries) == run.model_calls == 1 + case.retries
+        assert all(entry.estimated and entry.cost > 0 for entry in entries)
+        assert run.cost == sum(entry.cost for entry in entries) <= run.run_limits.max_cost
+    else:
+        assert (run.steps, run.model_calls, run.cost, entries) == (0, 0, 0, [])
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if isinstance(c.body, str)], ids=lambda c: c.name)

@@ -108,18 +108,18 @@ def test_sim_ignores_reserve_fails_closed(owner, live_server):
 
 
 def test_sim_expensive_costs_about_sixty_cents_a_call(owner, live_server):
-    from runs.providers.simulated import EXPENSIVE_PRICES
+    from runs.providers.simulated import EXPENSIVE_OUTPUT, EXPENSIVE_PRICES
 
     run = _run(owner, _agent(live_server, "sim-expensive", prices=EXPENSIVE_PRICES))
 
     assert run.status == "completed" and run.model_calls == 3
     for entry in LedgerEntry.objects.filter(run_id=run.pk):
-        assert entry.output_tokens == 4_000
-        assert Decimal("0.60") <= entry.cost < Decimal("0.61")  # 4,000 x USD 150/M, and the input
+        assert entry.output_tokens == EXPENSIVE_OUTPUT
+        assert Decimal("0.60") <= entry.cost < Decimal("0.61")  # 2,000 x USD 300/M, and the input
 
 
 def test_the_simulator_reports_every_kind_of_usage_and_honours_the_cap(owner, live_server):
-    from runs.providers.simulated import PRICES
+    from runs.providers.simulated import EXPENSIVE_OUTPUT, PRICES
 
     run = _run(owner, _agent(live_server, "sim-research", prices=PRICES))
     first, *later = LedgerEntry.objects.filter(run_id=run.pk).order_by("id")
@@ -128,7 +128,7 @@ def test_the_simulator_reports_every_kind_of_usage_and_honours_the_cap(owner, li
     assert first.reasoning_tokens > 0  # tool-asking turns reason
     capped = _run(owner, _agent(live_server, "sim-expensive"), run_limits=limits(max_cost="0.20"))
     entry = LedgerEntry.objects.filter(run_id=capped.pk).get()
-    assert entry.output_tokens < 4_000 and entry.cost <= Decimal("0.20")  # cut at what the dollars paid for
+    assert entry.output_tokens < EXPENSIVE_OUTPUT and entry.cost <= Decimal("0.20")  # cut by the dollars
     assert (capped.failure_reason, capped.failure_dimension) == ("budget_exhausted", "cost")
 
 

@@ -9,7 +9,6 @@ from decimal import Decimal
 
 import httpx
 import pytest
-from django.conf import settings
 
 from accounting.models import LedgerEntry
 from runs.models import Run, TranscriptEntry
@@ -36,9 +35,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("example_com_allowe
 
 
 def _fetcher(wire, **limit_overrides):
-    return make_wire_agent(wire, tools=["http.fetch", "clock.now"], **limit_overrides)
+    return make_wire_agent(
+        wire, tools=["http.fetch", "clock.now"], max_output_tokens=LONG_ANSWER, **limit_overrides
+    )
 
 
+LONG_ANSWER = 4096  # the agent's maximum output per call: room for the 4,000 tokens it means to write
 # Dear output: 4,000 output tokens cost USD 0.60, whatever the (small) input.
 DEAR = {"input_price": "3.00", "output_price": "150.00"}
 
@@ -71,7 +73,7 @@ def test_a_scheduled_research_run_near_its_budget_writes_its_answer_instead_of_f
     assert run.cost == ledger_total(run) <= Decimal("5.00")
     costs = _entries(run)
     assert sum(costs[:-1]) <= Decimal("4.00")  # the turns before it left the USD 1 reserve untouched
-    assert wire.output_cap(provider.bodies[-1]) == settings.MAX_OUTPUT_TOKENS  # a full answer fits
+    assert wire.output_cap(provider.bodies[-1]) == LONG_ANSWER  # a full answer fits
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)

@@ -201,15 +201,125 @@ def _anthropic_message(
     }
 
 
+def stream_of(body: Any) -> bytes | None:
+    """A whole response body as the provider streams it when asked to (`"stream": true`): OpenAI's
+    `chat.completion.chunk` events (role, content in pieces, each tool call's id and name then its
+    arguments in pieces, the finish reason, the usage chunk with empty `choices`, `[DONE]`) as its
+    API reference and function-calling guide show them
+    (https://platform.openai.com/docs/api-reference/chat-streaming,
+    https://platform.openai.com/docs/guides/function-calling#streaming); Anthropic's
+    `message_start` (with the input usage), each block's start, deltas (`text_delta`,
+    `input_json_delta`) and stop, `message_delta` (stop reason, output usage), `message_stop`, as
+    https://docs.anthropic.com/en/docs/build-with-claude/streaming shows them. None for a body that
+    is not an answer (an error, a malformed body): that is sent whole."""
+    if not isinstance(body, dict):
+        return None
+    try:
+        if body.get("object") == "chat.completion" and "error" not in body:
+            return b"".join(_openai_events(body))
+        if body.get("type") == "message":
+            return b"".join(_anthropic_events(body))
+    except (KeyError, TypeError, IndexError, AttributeError):
+        return None
+    return None
+
+
+def _pieces(text: str, size: int = 7) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _openai_events(body: dict[str, Any]) -> list[bytes]:
+    choice = body["choices"][0]
+    message = choice["message"]
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        data = {
+            "id": body["id"],
+            "object": "chat.completion.chunk",
+            "created": body["created"],
+            "model": body["model"],
+            "system_fingerprint": body.get("system_fingerprint"),
+            "choices": choices,
+            **extra,
+        }
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    def delta(value: dict[str, Any], finish: str | None = None) -> bytes:
+        return chunk([{"index": 0, "delta": value, "logprobs": None, "finish_reason": finish}])
+
+    events = [delta({"role": "assistant", "content": "", "refusal": None})]
+    events += [delta({"content": piece}) for piece in _pieces(message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        first = {"index": index, "id": call["id"], "type": "function"}
+        events.append(
+            delta({"tool_calls": [{**first, "function": {"name": function["name"], "arguments": ""}}]})
+        )
+        events += [
+            delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(function["arguments"] or "")
+        ]
+    events.append(delta({}, choice["finish_reason"]))
+    if "usage" in body:
+        events.append(chunk([], usage=body["usage"]))
+    return [*events, b"data: [DONE]\n\n"]
+
+
+def _anthropic_events(body: dict[str, Any]) -> list[bytes]:
+    def event(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+    usage = dict(body["usage"]) if isinstance(body.get("usage"), dict) else None
+    start_usage = None if usage is None else {**usage, "output_tokens": 1}
+    message = {**body, "content": [], "stop_reason": None, "usage": start_usage}
+    if usage is None:
+        del message["usage"]
+    events = [event("message_start", {"message": message}), event("ping", {})]
+    for index, block in enumerate(body["content"]):
+        if block["type"] == "tool_use":
+            events.append(
+                event("content_block_start", {"index": index, "content_block": {**block, "input": {}}})
+            )
+            arguments = json.dumps(block["input"]) if block["input"] is not None else ""
+            events += [
+                event(
+                    "content_block_delta",
+                    {"index": index, "delta": {"type": "input_json_delta", "partial_json": p}},
+                )
+                for p in ["", *_pieces(arguments)]
+            ]
+        else:
+            events.append(
+                event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+            )
+            events += [
+                event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": p}})
+                for p in _pieces(block.get("text") or "")
+            ]
+        events.append(event("content_block_stop", {"index": index}))
+    final = {"delta": {"stop_reason": body["stop_reason"], "stop_sequence": None}}
+    if usage is not None:
+        final["usage"] = {"output_tokens": usage.get("output_tokens")}
+    return [*events, event("message_delta", final), event("message_stop", {})]
+
+
 class Provider:
     """A scripted provider for `httpx.MockTransport`. Each model request gets the next reply (the
     last one repeats); a reply may be a body (HTTP 200), a response, an exception to raise, or a
-    function of the request. Requests to any other host go to `web` (what http.fetch reaches)."""
+    function of the request. A body is streamed when the request asks for a stream, as the
+    provider would (`stream_of`), unless `streams=False`: a server that ignores `stream` and answers
+    whole. Requests to any other host go to `web` (what http.fetch reaches)."""
 
-    def __init__(self, *replies: Reply, web: Callable[[httpx.Request], httpx.Response] | None = None) -> None:
+    def __init__(
+        self,
+        *replies: Reply,
+        web: Callable[[httpx.Request], httpx.Response] | None = None,
+        streams: bool = True,
+    ) -> None:
         assert replies
         self.replies = list(replies)
         self.web = web
+        self.streams = streams
         self.requests: list[httpx.Request] = []
         self.fetches: list[httpx.Request] = []
 
@@ -225,6 +335,9 @@ class Provider:
         if isinstance(reply, Exception):
             raise reply
         if isinstance(reply, dict):
+            events = stream_of(reply) if self.streams and json.loads(request.content).get("stream") else None
+            if events is not None:
+                return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events)
             return httpx.Response(200, json=reply)
         return reply
 

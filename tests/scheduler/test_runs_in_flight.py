@@ -123,7 +123,14 @@ def test_kill_9_with_a_hundred_runs_in_flight_fails_each_worker_lost_once(roomy,
 
     assert set(Run.objects.values_list("status", "failure_reason")) == {("failed", "worker_lost")}
     assert ledger.summarize(roomy.pk).open_total == Decimal("0")  # every reservation released
-    assert not LedgerEntry.objects.exists()  # no answer arrived: nothing charged, nothing twice
+    # Each call was on the wire when the worker died: the provider may have billed it, so each is
+    # charged its bound, once (docs/decisions/0006-streaming.md), and the run's event carries it.
+    for run in Run.objects.all():
+        (entry,) = LedgerEntry.objects.filter(run_id=run.pk)
+        assert entry.estimated and entry.cost == Decimal(entry.prices["bound"]["worst"]) == run.cost
+        assert 0 < run.cost <= run.run_limits.max_cost and run.open_call is None
+        event = AccountingEvent.objects.get(run_id=run.pk)
+        assert Decimal(event.payload["usage"]["cost"]) == run.cost
     assert AccountingEvent.objects.count() == 100
     for schedule in schedules:
         schedule.refresh_from_db()

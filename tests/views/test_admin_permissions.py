@@ -217,6 +217,7 @@ def _agent_form(agent: Agent, **changes: str) -> dict[str, str]:
         "cost_limit": "",
         "history_turns": "20",
         "history_tokens": "12000",
+        "max_output_tokens": str(agent.max_output_tokens),
         "is_active": "on",
         "credential_changes-TOTAL_FORMS": "0",
         "credential_changes-INITIAL_FORMS": "0",

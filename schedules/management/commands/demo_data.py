@@ -110,8 +110,22 @@ CHAT_MESSAGES = [
 CHAT_FIRST_TITLE = "AI news briefing"
 
 
+# The agent on a real model on this machine (config/local_model.py), when `./dev run` started one:
+# free to run, but never recorded as free, so it carries prices of its own (a small hosted model's).
+LOCAL_AGENT = "local-gemma"
+LOCAL_PRICES = {"input": "0.10", "output": "0.40"}
+
+
 class Command(BaseCommand):
     help = "Create (idempotently) the demo owner, admin, agents and schedules in every state."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--local-model",
+            metavar="URL",
+            default="",
+            help="base URL of a local OpenAI-compatible model server: adds the local-gemma agent on it",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner_password, admin_password = secrets.token_urlsafe(9), secrets.token_urlsafe(9)
@@ -121,6 +135,8 @@ class Command(BaseCommand):
         budget.timezone = OWNER_TIME_ZONE
         budget.save(update_fields=["timezone"])
         self._agents()
+        if options["local_model"]:
+            self._local_agent(options["local_model"])
         existing = set(Schedule.objects.owned_by(owner).values_list("title", flat=True))
         todo = [demo for demo in DEMO_SCHEDULES if demo.title not in existing]
         for index, demo in enumerate(todo, start=1):
@@ -163,6 +179,27 @@ class Command(BaseCommand):
                     "default_limits": AGENT_LIMITS.to_json(),
                 },
             )
+
+    def _local_agent(self, base_url: str) -> None:
+        from config.local_model import ALIAS
+
+        agent, _ = Agent.objects.get_or_create(
+            name=LOCAL_AGENT,
+            defaults={
+                "provider": Agent.Provider.OPENAI,
+                "model": ALIAS,
+                "system_prompt": "You are a helpful assistant. Answer briefly.",
+                "tools": [],
+                "prices": LOCAL_PRICES,
+                "default_limits": AGENT_LIMITS.to_json(),
+                # It writes 30-60 tokens a second here and always to its cap (a base model).
+                "max_output_tokens": 256,
+            },
+        )
+        if agent.base_url != base_url:  # a port of this run's choosing
+            agent.base_url = base_url
+            agent.save(update_fields=["base_url"])
+        self.stdout.write(f"Agent {LOCAL_AGENT}: a real model on this machine at {base_url}.")
 
     def _schedule(self, owner: User, admin: User, demo: DemoSchedule) -> None:
         now = timezone.now()
