@@ -183,6 +183,8 @@ class _Desk:
     def remove(self, watch: CallWatch) -> None:
         with self.lock:
             self.watches.discard(watch)
+            if not self.watches:
+                self.wake.set()  # the last call ended: give the connection back now
 
     def run(self) -> None:
         conn: Any = None

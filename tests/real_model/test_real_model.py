@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.db import connection
 
 from accounting.models import LedgerEntry
 from runs import inflight
@@ -163,9 +164,12 @@ def test_stop_cuts_a_generating_call_within_a_second_and_it_is_charged(owner, lo
     done = threading.Event()
 
     def drive() -> None:
-        with httpx.Client(transport=tap, timeout=120) as client:
-            execute_run(Run.objects.get(pk=run.pk), client=client, sleep=lambda s: None)
-        done.set()
+        try:
+            with httpx.Client(transport=tap, timeout=120) as client:
+                execute_run(Run.objects.get(pk=run.pk), client=client, sleep=lambda s: None)
+        finally:
+            connection.close()  # this thread's own connection
+            done.set()
 
     thread = threading.Thread(target=drive)
     thread.start()
