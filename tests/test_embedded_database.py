@@ -5,9 +5,12 @@ says in one line why when it cannot start. With DATABASE_URL set, nothing is sta
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -81,6 +84,23 @@ def test_a_sigterm_stops_the_command_as_ctrl_c_would_then_the_server():
     out, _ = process.communicate(timeout=60)
     assert "interrupted" in out
     assert not servers_of(database_from_url(url)["HOST"])
+
+
+def test_a_sigterm_while_the_server_starts_ends_the_start_and_leaves_nothing_behind():
+    base = Path(tempfile.mkdtemp(prefix="start-", dir="/tmp"))
+    process = wrapper("sleep", "60", env={"TMPDIR": str(base)})
+    try:
+        time.sleep(0.5)  # initdb or pg_ctl at work
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+        assert process.returncode != 0
+        assert not servers_of(str(base)) and not list(base.glob("agent-schedules-pg-*"))
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for server in servers_of(str(base)):
+            server.kill()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_with_database_url_set_nothing_is_started():
