@@ -176,3 +176,46 @@ def test_only_postgresql_urls_are_accepted(url):
 
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
         database_from_url(url)
+
+
+BENCH = (
+    "import time\n"
+    "from tests.bench._setup import bench_database\n"
+    "with bench_database('bench_stopped') as url:\n"
+    "    print(url, flush=True)\n"
+    "    time.sleep(300)\n"
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signum):
+    # A short temporary directory of the bench's own, so its socket fits in its data directory and
+    # its server is told from any other by the path on the command line.
+    base = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", BENCH],
+        cwd=ROOT,
+        env={**environment, "TMPDIR": str(base)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # "on an embedded PostgreSQL 18 …", "migrating …", then the URL
+            if line.startswith("postgres://"):
+                break
+        else:
+            pytest.fail(f"the bench did not start: {process.communicate(timeout=60)[1][-2000:]}")
+        assert servers_of(str(base)), "the bench's server should be running"
+        process.send_signal(signum)
+        process.communicate(timeout=60)
+        assert not servers_of(str(base))
+        assert not list(base.glob("agent-schedules-bench-*"))  # its data directory is gone
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for server in servers_of(str(base)):  # never leave one running, whatever the outcome
+            server.kill()
+        shutil.rmtree(base, ignore_errors=True)
