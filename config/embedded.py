@@ -59,6 +59,18 @@ def default_url(data: Path = DEMO_DATA) -> str:
     return url_for(socket_dir, port)
 
 
+def is_running(data: Path = DEMO_DATA) -> bool:
+    """Whether a server runs on `data`: its postmaster.pid names a live process."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, 0)
+    except PermissionError:  # alive, under the server's own user
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
 def _problem(data: Path) -> str:
     """Why a server cannot start in `data` before trying, or ""."""
     parent = data.parent
