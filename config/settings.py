@@ -115,11 +115,15 @@ DATABASES = {"default": database_from_url(_database_url)}
 # instead of holding one each while they wait on providers (docs/decisions/ 0005-runs-in-flight.md). A
 # forked process forgets the pool it inherited (runs.apps).
 DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 4, minimum=1, maximum=100)
+# How long a thread waits for a connection before an error: a free one of the pool, or one from a
+# server that is not answering. A management command asks the server once before it runs and waits
+# as long at most (config.database), so a server that is down is said in one line, not waited on.
+DATABASE_POOL_TIMEOUT_SECONDS = env_seconds("DATABASE_POOL_TIMEOUT_SECONDS", "60")
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled: a closed connection goes back to the pool
 DATABASES["default"]["OPTIONS"]["pool"] = {
     "min_size": 0,
     "max_size": DATABASE_POOL_SIZE,
-    "timeout": 60,  # seconds a thread waits for a free connection before an error
+    "timeout": DATABASE_POOL_TIMEOUT_SECONDS,
     "max_idle": 60,  # an idle connection is closed after this
 }
 # Parameters travel separately from the SQL instead of being quoted into it by the client: the

@@ -6,6 +6,7 @@ is ahead) live in the services, which report them in the same {field: message} s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
@@ -177,9 +178,10 @@ class DeclineBody(BaseModel):
 
 
 class RequestDecision(BaseModel):
-    """An admin's decision on a revision request: `pin` with the final limits, failure limit and
-    reason (the explicit revision), or `decline` with a reason. `base_revision`, when given, is
-    the revision the decision was reviewed against: a newer one in force refuses the pin."""
+    """An admin's decision on a revision request, as the API documents it: `pin` with the final
+    limits, failure limit and reason (the explicit revision), or `decline` with a reason.
+    `base_revision`, when given, is the revision the decision was reviewed against: a newer one in
+    force refuses the pin. parse_decision reads it into a Decision."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -193,15 +195,16 @@ class RequestDecision(BaseModel):
     _text = field_validator("reason")(_storable)
     _cap = field_validator("monthly_cap", mode="before")(_check_monthly_cap)
 
-    def explicit(self) -> ExplicitRevision:
-        assert self.limits is not None and self.max_consecutive_failures is not None
-        given = {"monthly_cap": self.monthly_cap} if "monthly_cap" in self.model_fields_set else {}
-        return ExplicitRevision(
-            limits=self.limits,
-            max_consecutive_failures=self.max_consecutive_failures,
-            reason=self.reason,
-            **given,
-        )
+
+PIN_FIELDS = ("limits", "max_consecutive_failures", "monthly_cap", "reason")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision parsed whole: the explicit revision a pin writes, or the reason of a decline."""
+
+    decided: ExplicitRevision | DeclineBody
+    base_revision: int | None
 
 
 def parse_create(data: Any) -> ScheduleCreate:
@@ -236,18 +239,13 @@ def parse_decline(data: Any) -> DeclineBody:
     return _parse(DeclineBody, data)
 
 
-def parse_decision(data: Any) -> RequestDecision:
-    """A pin needs the complete limits and the failure limit; a decline takes only its reason."""
+def parse_decision(data: dict[str, Any]) -> Decision:
+    """A pin needs the complete limits and the failure limit, and is parsed as the explicit
+    revision it writes, by ExplicitRevision itself (so every rule of a pin, the monthly cap against
+    max_cost too, is a field error here, before any service runs); a decline takes only its
+    reason."""
     decision = _parse(RequestDecision, data)
-    if decision.decision == "pin":
-        missing = {
-            name: f"{name} is required to pin"
-            for name in ("limits", "max_consecutive_failures")
-            if getattr(decision, name) is None
-        }
-        if missing:
-            raise InvalidSchedule(missing)
-    else:
+    if decision.decision == "decline":
         given = {
             name: f"{name} is not taken by a decline, only a reason"
             for name in ("limits", "max_consecutive_failures", "monthly_cap", "base_revision")
@@ -255,4 +253,13 @@ def parse_decision(data: Any) -> RequestDecision:
         }
         if given:
             raise InvalidSchedule(given)
-    return decision
+        return Decision(_parse(DeclineBody, {"reason": data["reason"]}), None)
+    missing = {
+        name: f"{name} is required to pin"
+        for name in ("limits", "max_consecutive_failures")
+        if getattr(decision, name) is None
+    }
+    if missing:
+        raise InvalidSchedule(missing)
+    pin = _parse(ExplicitRevision, {name: data[name] for name in PIN_FIELDS if name in data})
+    return Decision(pin, decision.base_revision)

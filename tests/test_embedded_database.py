@@ -5,9 +5,12 @@ says in one line why when it cannot start. With DATABASE_URL set, nothing is sta
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -83,6 +86,23 @@ def test_a_sigterm_stops_the_command_as_ctrl_c_would_then_the_server():
     assert not servers_of(database_from_url(url)["HOST"])
 
 
+def test_a_sigterm_while_the_server_starts_ends_the_start_and_leaves_nothing_behind():
+    base = Path(tempfile.mkdtemp(prefix="start-", dir="/tmp"))
+    process = wrapper("sleep", "60", env={"TMPDIR": str(base)})
+    try:
+        time.sleep(0.5)  # initdb or pg_ctl at work
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+        assert process.returncode != 0
+        assert not servers_of(str(base)) and not list(base.glob("agent-schedules-pg-*"))
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for server in servers_of(str(base)):
+            server.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_with_database_url_set_nothing_is_started():
     given = "postgres://someone@db.example.com:6543/theirs"
     process = wrapper(
@@ -156,3 +176,46 @@ def test_only_postgresql_urls_are_accepted(url):
 
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
         database_from_url(url)
+
+
+BENCH = (
+    "import time\n"
+    "from tests.bench._setup import bench_database\n"
+    "with bench_database('bench_stopped') as url:\n"
+    "    print(url, flush=True)\n"
+    "    time.sleep(300)\n"
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signum):
+    # A short temporary directory of the bench's own, so its socket fits in its data directory and
+    # its server is told from any other by the path on the command line.
+    base = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", BENCH],
+        cwd=ROOT,
+        env={**environment, "TMPDIR": str(base)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # "on an embedded PostgreSQL 18 …", "migrating …", then the URL
+            if line.startswith("postgres://"):
+                break
+        else:
+            pytest.fail(f"the bench did not start: {process.communicate(timeout=60)[1][-2000:]}")
+        assert servers_of(str(base)), "the bench's server should be running"
+        process.send_signal(signum)
+        process.communicate(timeout=60)
+        assert not servers_of(str(base))
+        assert not list(base.glob("agent-schedules-bench-*"))  # its data directory is gone
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for server in servers_of(str(base)):  # never leave one running, whatever the outcome
+            server.kill()
+        shutil.rmtree(base, ignore_errors=True)

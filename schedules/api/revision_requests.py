@@ -29,7 +29,7 @@ from schedules.api.representations import Limits, OneOf, Out, limits_of
 from schedules.api.routes import VIA, Cursor, E, Limit, api, documented, is_admin, schedule_for
 from schedules.models import RevisionRequest as RevisionRequestRow
 from schedules.schemas import (
-    DeclineBody,
+    ExplicitRevision,
     RequestDecision,
     RevisionRequestBody,
     parse_decision,
@@ -185,10 +185,10 @@ def decide_revision_request(request: HttpRequest, request_id: int) -> RevisionRe
     rows = _decidable_by(user)
     asked = get_object_or_404(rows, pk=request_id)
     decision = parse_decision(json_object(request))
-    if decision.decision == "pin":
+    if isinstance(decision.decided, ExplicitRevision):
         services.pin_from_request(
-            asked, decision.explicit(), by=user, via=VIA, expected_number=decision.base_revision
+            asked, decision.decided, by=user, via=VIA, expected_number=decision.base_revision
         )
     else:
-        services.decline_request(asked, DeclineBody(reason=decision.reason), by=user, via=VIA)
+        services.decline_request(asked, decision.decided, by=user, via=VIA)
     return request_of(_rows().get(pk=asked.pk))

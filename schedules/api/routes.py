@@ -458,10 +458,10 @@ def set_alert_thresholds(request: HttpRequest) -> out.AlertThresholds:
             fields["thresholds"] = "thresholds is required"
         raise ApiError(422, "invalid_body", "; ".join(fields.values()), fields=fields)
     try:
-        thresholds = alerts.set_thresholds(user.pk, body["thresholds"])
+        thresholds = alerts.parse_thresholds(body["thresholds"])
     except alerts.InvalidThresholds as exc:
         raise ApiError(422, "invalid_body", f"thresholds: {exc}", fields={"thresholds": str(exc)}) from None
-    return out.AlertThresholds(thresholds=thresholds)
+    return out.AlertThresholds(thresholds=alerts.set_thresholds(user.pk, thresholds))
 
 
 @api.delete(

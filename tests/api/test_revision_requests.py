@@ -188,3 +188,19 @@ def test_a_missing_or_malformed_request_id_is_404(admin_api, request_id):
     assert response.status_code == 404 and error_of(response)["code"] == "not_found"
     asked = admin_api.post("/schedules/99999999999999999999999/revision-requests", valid_ask_body())
     assert asked.status_code == 404
+
+
+def test_a_pin_decision_with_a_cap_below_its_own_cost_is_a_422_naming_monthly_cap_and_decides_nothing(
+    owner_api, admin_api, schedule
+):
+    asked = ask(owner_api, schedule)
+    body = {"decision": "pin", **valid_pin_body(), "monthly_cap": "1.00"}
+    body["limits"] = {**body["limits"], "max_cost": "6.00"}
+    response = admin_api.post(f"/revision-requests/{asked['id']}/decision", body)
+    assert response.status_code == 422 and error_of(response)["code"] == "invalid_body"
+    assert error_of(response)["fields"] == {
+        "monthly_cap": "monthly_cap: USD 1.00 is below the cost limit of one run (USD 6.00), "
+        "so it could never admit a run"
+    }
+    assert RevisionRequest.objects.get(pk=asked["id"]).state == "open"
+    assert ScheduleRevision.objects.filter(schedule=schedule).count() == 1

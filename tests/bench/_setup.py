@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,40 +34,40 @@ PGBENCH = _pgbench()
 def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
     """Create database `name` on the server of DATABASE_URL, or on an embedded PostgreSQL started
     for this bench (config.embedded) when none is set; point Django at it, migrate, and drop it
-    (and stop that server) afterwards."""
+    (and stop that server, deleting its data) afterwards. Also when the bench is stopped: SIGTERM
+    (`timeout`) and SIGHUP end it as Ctrl-C does, so these steps run then too."""
     import psycopg
 
     sys.path.insert(0, str(ROOT))
-    from config.embedded import Server
+    from config.embedded import embedded_server, handling_stop_signals, interrupt
 
-    server = None
-    base = os.environ.get("DATABASE_URL", "")
-    if not base:
-        import tempfile
-
-        server = Server(Path(tempfile.mkdtemp(prefix="agent-schedules-bench-")) / "data", temporary=True)
-        base = server.start()
-        print("on an embedded PostgreSQL 18 (set DATABASE_URL to use another server)", flush=True)
-    parts = urlsplit(base)
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    url = urlunsplit(parts._replace(path=f"/{name}"))
-    try:
+    with ExitStack() as stack:
+        base = os.environ.get("DATABASE_URL", "")
+        if base:
+            stack.enter_context(handling_stop_signals(interrupt))
+        else:
+            data = Path(tempfile.mkdtemp(prefix="agent-schedules-bench-")) / "data"
+            base = stack.enter_context(embedded_server(data, temporary=True))
+            print("on an embedded PostgreSQL 18 (set DATABASE_URL to use another server)", flush=True)
+        parts = urlsplit(base)
+        admin_url = urlunsplit(parts._replace(path="/postgres"))
+        url = urlunsplit(parts._replace(path=f"/{name}"))
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
-        os.environ["DATABASE_URL"] = url
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-        os.environ.setdefault("LOG_LEVEL", "WARNING")
-        # As in production: with DEBUG on, Django also renders every query's SQL for its log.
-        os.environ.setdefault("DEBUG", "false")
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        print(f"migrating {name} …", flush=True)
-        call_command("migrate", verbosity=0)
         try:
+            os.environ["DATABASE_URL"] = url
+            os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+            os.environ.setdefault("LOG_LEVEL", "WARNING")
+            # As in production: with DEBUG on, Django also renders every query's SQL for its log.
+            os.environ.setdefault("DEBUG", "false")
+            import django
+
+            django.setup()
+            from django.core.management import call_command
+
+            print(f"migrating {name} …", flush=True)
+            call_command("migrate", verbosity=0)
             yield url
         finally:
             from django.db import connections
@@ -75,9 +76,6 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
             if not keep:
                 with psycopg.connect(admin_url, autocommit=True) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        if server is not None:
-            server.stop()
 
 
 # The spend rollups the ledger adds up to, as accounting.rollups.buckets computes them, for
