@@ -41,6 +41,7 @@ TICK = 0.1  # seconds between the desk's looks at the calls in flight
 STOP_CHECK = 0.5  # seconds between its reads of which runs were stopped
 FLUSH = 1.0  # a run's streamed text is written at most this often (its first text at once)
 IDLE_EXIT = 5.0  # seconds without calls after which the desk's thread ends
+RECONNECT = 2.0  # seconds between attempts to reach a database that did not answer
 
 # A run this process cannot see (not committed yet, or deleted) is left alone: the loop finds out
 # before its next call.
@@ -188,7 +189,8 @@ class _Desk:
 
     def run(self) -> None:
         conn: Any = None
-        checked = idle_since = 0.0
+        checked = idle_since = retry_at = 0.0
+        complained = -1e9
         try:
             while True:
                 self.wake.wait(TICK)
@@ -210,6 +212,8 @@ class _Desk:
                 for watch in watches:
                     if reason := watch.due(now, wall):
                         watch.cut(reason)
+                if conn is None and now < retry_at:
+                    continue
                 try:
                     if conn is None:
                         conn = _connect()
@@ -217,11 +221,14 @@ class _Desk:
                         checked = now
                         _cut_stopped(conn, watches)
                     _flush(conn, watches, now)
-                except Exception:  # the database away: cuts by time go on; reconnect next time
-                    logger.warning("the call watch could not reach the database", exc_info=True)
+                except Exception:  # the database away: cuts by time go on; reconnect in a while
+                    if now - complained > 60:
+                        logger.warning("the call watch could not reach the database", exc_info=True)
+                        complained = now
                     with contextlib.suppress(Exception):
                         conn.close()
                     conn = None
+                    retry_at = now + RECONNECT
         finally:
             with contextlib.suppress(Exception):
                 conn.close()

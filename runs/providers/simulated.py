@@ -5,7 +5,8 @@ and in-process through an httpx transport; either way runs reach it through the 
 a real provider. Asked to stream (`"stream": true`), it answers as a real server does: server-sent
 `chat.completion.chunk` events, word by word, then the finish reason, the usage chunk when
 `stream_options.include_usage` asks for it, and `data: [DONE]`. A prompt's `delay=SECONDS` spreads
-the answer over that long (sim-slow: 1 s); `stall=SECONDS` goes silent that long half way through.
+the answer over that long (sim-slow: 1 s); `stall=SECONDS` goes silent that long half way through;
+`words=N` makes the answer N words longer (N chunks more).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ PER_MESSAGE_TOKENS = 60  # fewer tokens than the bytes of a message and its keys
 MAX_DELAY_SECONDS = 600
 _MARKER = SYNTHESIS_INSTRUCTION.split(".")[0]
 _DELAY = re.compile(r"delay=(\d+(?:\.\d+)?)")
+_WORDS = re.compile(r"words=(\d{1,5})")
 _STALL = re.compile(r"stall=(\d+(?:\.\d+)?)")
 
 Reply = tuple[int, dict[str, str], dict[str, Any]]
@@ -131,7 +133,10 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
         scripted = assistant.reply(messages, _tool_names(body.get("tools")), synthesize=told_to_synthesize)
         wants_tool = bool(scripted.get("tool_calls"))
     cap = _output_cap(body)
-    planned = EXPENSIVE_OUTPUT if model == "sim-expensive" else (60 if wants_tool else 180)
+    # An answer of `words=N` words (a long briefing, streamed in N chunks), else a short one.
+    words = _WORDS.search(_last_user_text(messages))
+    filler = int(words.group(1)) if words and not wants_tool else 0
+    planned = EXPENSIVE_OUTPUT if model == "sim-expensive" else (60 if wants_tool else max(180, filler))
     cut = planned > cap
     usage = _usage(model, messages, turn, completion=min(planned, cap), thinking=wants_tool and not cut)
     if cut:  # stopped by max_tokens: what fits of the answer, no tool call (its JSON would be cut)
@@ -161,6 +166,7 @@ def _completion(model: str, body: dict[str, Any], messages: list[dict[str, Any]]
             "role": "assistant",
             "content": (
                 f"Briefing ({model}): summary written from {evidence} tool result(s) after {turn} turn(s)."
+                + "".join(f" point{n}" for n in range(filler))
             ),
         }
         finish = "stop"

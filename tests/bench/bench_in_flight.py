@@ -7,7 +7,11 @@ lag to start p50/p99, the other owner's lag to start, and the cluster's peak res
 peak database connections. With --baseline, the same burst again with one run in flight per
 worker (RUNS_IN_FLIGHT_PER_WORKER=1: a run holds its worker while it waits, as before).
 
-    .venv/bin/python tests/bench/bench_in_flight.py [--runs 10,100,1000] [--delay 2] [--baseline]
+    .venv/bin/python tests/bench/bench_in_flight.py [--runs 10,100,1000] [--delay 2] [--words 100]
+        [--baseline]
+
+Each answer streams (docs/decisions/0006-streaming.md): `--words` chunks more than the short answer,
+spread over the delay.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def seed(count: int, delay: float, run_at: datetime, tag: str) -> list[int]:
+def seed(count: int, delay: float, run_at: datetime, tag: str, words: int) -> list[int]:
     from decimal import Decimal
 
     from django.contrib.auth.models import User
@@ -43,7 +47,8 @@ def seed(count: int, delay: float, run_at: datetime, tag: str) -> list[int]:
     from tests.factories import make_agent
 
     agent = Agent.objects.filter(name="sim-slow").first() or make_agent("sim-slow", model="sim-slow")
-    prompt = f"Wait on the provider: delay={delay}"
+    # Each answer streams `words` chunks more over the delay (a provider writing ~50 tokens a second).
+    prompt = f"Wait on the provider: delay={delay} words={words}"
     owners = []
     for name, runs in ((f"busy-{tag}", count), (f"other-{tag}", 1)):
         owner = User.objects.create(username=name)
@@ -75,7 +80,7 @@ def cluster_rss_mb(pgid: int) -> float:
     return total / 1e6
 
 
-def burst(url: str, *, runs: int, delay: float, env: dict[str, str]) -> dict[str, float]:
+def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str]) -> dict[str, float]:
     import psycopg
     from django.db import connections
     from django.utils import timezone
@@ -87,7 +92,7 @@ def burst(url: str, *, runs: int, delay: float, env: dict[str, str]) -> dict[str
 
     tag = str(time.monotonic_ns())
     run_at = timezone.now() + timedelta(seconds=20)
-    owners = seed(runs, delay, run_at, tag)
+    owners = seed(runs, delay, run_at, tag, words)
     QueueSchedule.objects.all().delete()  # the bench ticks by hand, at the due moment
     connections.close_all()
     cluster = subprocess.Popen(
@@ -172,18 +177,23 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", default="1000", help="runs due at once; several: 10,100,1000")
     parser.add_argument("--delay", type=float, default=2.0)
+    parser.add_argument("--words", type=int, default=100, help="chunks each answer streams, over the delay")
     parser.add_argument("--baseline", action="store_true", help="also with one run in flight per worker")
     args = parser.parse_args()
     sizes = [int(size) for size in args.runs.split(",")]
 
     with bench_database("bench_in_flight") as url:
-        results = [(runs, burst(url, runs=runs, delay=args.delay, env={})) for runs in sizes]
+        results = [
+            (runs, burst(url, runs=runs, delay=args.delay, words=args.words, env={})) for runs in sizes
+        ]
         print()
         for runs, figures in results:
             show(f"{runs} runs, defaults", figures, args.delay)
         if args.baseline:
             runs, figures = results[-1]
-            base = burst(url, runs=runs, delay=args.delay, env={"RUNS_IN_FLIGHT_PER_WORKER": "1"})
+            base = burst(
+                url, runs=runs, delay=args.delay, words=args.words, env={"RUNS_IN_FLIGHT_PER_WORKER": "1"}
+            )
             show(f"{runs} runs, one in flight per worker (baseline)", base, args.delay)
             print(f"makespan ratio baseline / defaults: {base['makespan'] / figures['makespan']:.1f}x")
 
