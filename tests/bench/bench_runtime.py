@@ -45,8 +45,8 @@ CLOCK = "2026-09-01T09:00:00+03:00 (Europe/Riga, Tuesday)"
 # (label, module path, attribute): the parts of a run whose time is reported separately.
 PHASES = [
     ("start (limits, tools, history)", "runs.runtime._Loop", "__post_init__"),
-    ("status check", "runs.runtime._Loop", "check_still_ours"),
-    ("provider request", "runs.runtime._Loop", "request"),
+    ("provider request (streamed)", "runs.runtime._Loop", "request"),
+    ("  of which opening the call", "runs.runtime._Loop", "open"),
     ("usage, counters, transcript", "runs.runtime._Loop", "record_response"),
     ("tool calls", "runs.runtime._Loop", "run_tools"),
     ("  of which the tools' own work", "runs.runtime", "invoke"),
