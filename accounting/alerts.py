@@ -3,17 +3,24 @@
 Crossing is judged at each admission (in its transaction, under the owner's budget row lock) and
 after each charge: when spent + open reservations first reaches a threshold's share of a ceiling in
 a period (the owner-local day or month), a BudgetAlert row is inserted for that threshold and
-period. The insert is `ON CONFLICT DO NOTHING ... RETURNING`, so fifty runs crossing together
-record it once, and only the judge whose insert won sends `thresholds_crossed`: the schedules app
-writes the notice in the same transaction (schedules.notices.budget). A raised ceiling re-arms
-the thresholds now above the level (their rows are marked `rearmed_at`).
+period. After a charge, each worker process reads where the owner stands only when the charge could
+reach a threshold it has not seen told (it keeps, per owner, the headroom to the next one and the
+ones already told) or when its reading is older than RECHECK_SECONDS: the run loop pays no read for
+the charges that cannot cross anything, and a threshold crossed by charges of several processes
+together is told at the next charge after at most RECHECK_SECONDS. The insert is `ON CONFLICT DO
+NOTHING ... RETURNING`, so fifty runs crossing together record it once, and only the judge whose
+insert won sends `thresholds_crossed`: the schedules app writes the notice in the same transaction
+(schedules.notices.budget). A raised ceiling re-arms the thresholds now above the level (their rows
+are marked `rearmed_at`).
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -33,6 +40,7 @@ from accounting.models import (
 from accounting.signals import thresholds_crossed
 
 MAX_THRESHOLDS = 5
+RECHECK_SECONDS = 5.0  # how old a process's reading of where an owner stands may get
 
 
 class InvalidThresholds(ValueError):
@@ -74,6 +82,7 @@ def set_thresholds(owner_id: int, value: Any) -> list[int]:
     OwnerBudget.objects.filter(owner_id=owner_id).update(
         alert_thresholds=thresholds, updated_at=timezone.now()
     )
+    forget_standing(owner_id)
     return thresholds
 
 
@@ -138,18 +147,73 @@ def judge(owner_id: int, summary: ledger.BudgetSummary, thresholds: list[int], *
     return created
 
 
-def judge_owner(owner_id: int, *, now: datetime | None = None) -> list[int]:
-    """After a charge: read where the owner stands and judge it, in a transaction of its own (the
-    alert row and its notice together)."""
+@dataclass
+class _Seen:
+    """A process's reading of where an owner stands: how much more may be charged before a
+    threshold not yet told is reached, and the thresholds it has seen told."""
+
+    read_at: float  # time.monotonic()
+    headroom: Decimal  # Infinity: nothing left to reach this period
+    told: set[tuple[str, date, int]] = field(default_factory=set)
+
+
+_seen: dict[int, _Seen] = {}
+_seen_lock = threading.Lock()
+
+
+def forget_standing(owner_id: int | None = None) -> None:
+    """Read the owner (or every owner) afresh at the next charge: its thresholds or ceilings changed."""
+    with _seen_lock:
+        if owner_id is None:
+            _seen.clear()
+        else:
+            _seen.pop(owner_id, None)
+
+
+def forget_inherited_standings() -> None:
+    """In a forked child: the parent's lock may be held by a thread that does not exist here."""
+    global _seen_lock
+    _seen.clear()
+    _seen_lock = threading.Lock()
+
+
+def judge_owner(owner_id: int, cost: Decimal, *, now: datetime | None = None) -> list[int]:
+    """After a charge of `cost`: if it could reach a threshold not yet told (or this process's
+    reading is stale), read where the owner stands and judge it, the alert row and its notice in
+    a transaction of their own. Returns the new BudgetAlert ids."""
+    clock = time.monotonic()
+    with _seen_lock:
+        seen = _seen.get(owner_id)
+        if seen is not None and clock - seen.read_at < RECHECK_SECONDS and cost < seen.headroom:
+            seen.headroom -= cost
+            return []  # the common case: nothing read, nothing written
     now = now or timezone.now()
     found = standing(owner_id, now)
     if found is None:
         return []
     summary, thresholds = found
-    if not any(lv.reached(thresholds) for lv in levels(summary, now)):
-        return []  # the common case: two reads, no write
-    with transaction.atomic():
-        return judge(owner_id, summary, thresholds, now=now)
+    current = levels(summary, now)
+    told = {key for key in seen.told if key[1] in {lv.start for lv in current}} if seen else set()
+    due = [(lv, t) for lv in current for t in lv.reached(thresholds) if (lv.period, lv.start, t) not in told]
+    created: list[int] = []
+    if due:
+        with transaction.atomic():
+            created = judge(owner_id, summary, sorted({t for _, t in due}), now=now)
+        told |= {(lv.period, lv.start, t) for lv, t in due}
+    with _seen_lock:
+        _seen[owner_id] = _Seen(clock, _headroom(current, thresholds), told)
+    return created
+
+
+def _headroom(current: list[Level], thresholds: list[int]) -> Decimal:
+    """The least spend that reaches a threshold not yet reached in the current day or month."""
+    room = Decimal("Infinity")
+    for lv in current:
+        for threshold in thresholds:
+            gap = lv.ceiling * threshold / 100 - lv.level
+            if lv.ceiling > 0 and gap > 0:
+                room = min(room, gap)
+    return room
 
 
 _BUDGET_SQL = f"""SELECT timezone, daily_ceiling, monthly_ceiling, alert_thresholds
@@ -214,6 +278,7 @@ def rearm(owner_id: int, *, now: datetime | None = None) -> int:
     above the level are armed again (`rearmed_at`; a threshold still below the level stays told).
     Returns how many were re-armed."""
     now = now or timezone.now()
+    forget_standing(owner_id)
     summary = ledger.summarize(owner_id, now=now)
     rearmed = 0
     for lv in levels(summary, now):

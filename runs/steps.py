@@ -178,7 +178,7 @@ def judge_alerts(call: ledger.Call) -> None:
     if call.cost <= 0:
         return
     try:
-        alerts.judge_owner(call.owner_id)
+        alerts.judge_owner(call.owner_id, call.cost)
     except Exception:
         logger.exception("judging budget alerts for owner %s failed", call.owner_id)
 

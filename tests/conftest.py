@@ -35,6 +35,15 @@ def _open_provider_gates() -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_alert_standings() -> None:
+    # Each process remembers where an owner stands between charges (accounting.alerts); ids
+    # repeat across tests (reset sequences), so each test starts with none remembered.
+    from accounting.alerts import forget_standing
+
+    forget_standing()
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache() -> None:
     # The budget chart keeps past days in the cache; ids repeat across tests (reset sequences).
     from django.core.cache import cache

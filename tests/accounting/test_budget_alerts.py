@@ -178,3 +178,33 @@ def test_the_fast_standing_after_a_charge_agrees_with_the_budget_summary(zone):
         assert summary == ledger.summarize(owner.pk, now=NOON + timedelta(minutes=7))
     assert thresholds == [50, 80, 100]
     assert alerts.standing(10**9, NOON) is None
+
+
+def test_a_charge_that_cannot_reach_a_threshold_reads_nothing(owner, frozen, django_assert_num_queries):
+    charge(owner.pk, "1.00")  # the first charge reads where the owner stands: 1 of 25 today
+    with django_assert_num_queries(1):  # only the charge's own write (tests.factories.spend)
+        charge(owner.pk, "2.00")  # 3 of 25: 12.50 is still 9.50 away
+    with django_assert_num_queries(1):
+        charge(owner.pk, "9.00")  # 12 of 25: still short of 12.50
+    assert crossed(owner.pk) == set()
+    charge(owner.pk, "0.50")  # 12.50: this one could reach 50 % and is judged
+    assert crossed(owner.pk) == {("day", 50)}
+    with django_assert_num_queries(1):  # 50 % is told; 80 % (20.00) is 7.50 away
+        charge(owner.pk, "7.00")
+    charge(owner.pk, "0.50")
+    assert crossed(owner.pk) == {("day", 50), ("day", 80)}
+    assert Notice.objects.filter(kind=Notice.Kind.BUDGET).count() == 2
+
+
+def test_charges_made_elsewhere_are_seen_within_the_recheck_interval(owner):
+    # Another process's charges move the level without this process knowing: this one's reading
+    # of the owner is trusted for RECHECK_SECONDS at most, then read again at the next charge.
+    with time_machine.travel(NOON, tick=False):
+        charge(owner.pk, "1.00")
+        spend(owner.pk, "12.00", run_id=2)  # another process: 13 of 25, past 50 %
+        charge(owner.pk, "0.10")  # within the interval: this process still believes 1.00
+        assert crossed(owner.pk) == set()
+    with time_machine.travel(NOON, tick=False):
+        alerts._seen[owner.pk].read_at -= alerts.RECHECK_SECONDS  # as if the interval has passed
+        charge(owner.pk, "0.10")
+        assert crossed(owner.pk) == {("day", 50)}
