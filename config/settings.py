@@ -333,6 +333,7 @@ LONGEST_RUN_SECONDS = (
     RUN_MAX_SECONDS + int(PROVIDER_BACKOFF_CAP_SECONDS) + max(HTTP_FETCH_TIMEOUT_SECONDS, 10) + 30
 )
 Q_TIMEOUT_SECONDS = LONGEST_RUN_SECONDS + 60
+Q_POLL_SECONDS = env_seconds("Q_POLL_SECONDS", "2")
 Q_RETRY_SECONDS = Q_TIMEOUT_SECONDS + 300
 Q_CLUSTER = {
     "name": "schedules",
@@ -344,7 +345,10 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 1000,
-    "poll": 0.5,
+    # The broker's poll is the fallback: queued runs and schedule slots wake the workers at once
+    # (PostgreSQL LISTEN/NOTIFY, schedules.waker); the poll still delivers the minute's tick, the
+    # reaper and the notices, and a task whose notification was lost.
+    "poll": Q_POLL_SECONDS,
     "bulk": 10,  # tasks the pusher takes from the queue per round trip
     # A worker process ends after this many tasks and waits for its runs in flight first;
     # a task is a turn at claiming one run (runs.inflight), so this many runs.

@@ -53,6 +53,9 @@ ORDER BY coalesce(r.n, 0), q.oldest
 LIMIT %s
 """  # noqa: S608 - the table name from model metadata
 CLAIMS_PER_TURN = 10  # runs one task may claim when slots are free
+# Notified when runs are queued (runs.tasks) or a schedule's next slot is written: each worker's
+# waker (schedules.waker) takes a turn at once instead of waiting for the broker's poll.
+WAKE_CHANNEL = "runs_wake"
 OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold their runs' locks)
 
 

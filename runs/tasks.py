@@ -17,7 +17,7 @@ from django_q.brokers.orm import ORM
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from runs.inflight import take_turn
+from runs.inflight import WAKE_CHANNEL, take_turn
 
 MESSAGE_TASK = "runs.tasks.run_message"
 
@@ -50,9 +50,12 @@ class BufferedOrmBroker(ORM):  # type: ignore[misc]
 
 def in_transaction(send: Any, ids: list[int]) -> None:
     """Call `send(id, **options)` for each id so that its task is written in the caller's
-    transaction (ORM broker on the default database), or sent once it commits (any other)."""
+    transaction (ORM broker on the default database), or sent once it commits (any other); and
+    wake the workers when it commits."""
     if not ids:
         return
+    with connection.cursor() as cursor:
+        cursor.execute(f"NOTIFY {WAKE_CHANNEL}")  # delivered when the caller's transaction commits
     if settings.Q_CLUSTER.get("orm") == "default":
         broker = BufferedOrmBroker()
         for task_id in ids:

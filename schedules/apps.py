@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.apps import AppConfig
@@ -17,6 +18,7 @@ class SchedulesConfig(AppConfig):
         from schedules.notices import budget
         from schedules.tasks import ensure_periodic_tasks
         from schedules.tools import register_schedule_tools
+        from schedules.waker import forget_inherited_waker
 
         run_claimed.connect(_mark_occurrence_running, dispatch_uid="schedules.mark_occurrence_running")
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
@@ -25,6 +27,7 @@ class SchedulesConfig(AppConfig):
         thresholds_crossed.connect(budget.queue, dispatch_uid="schedules.queue_budget_notice")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
+        os.register_at_fork(after_in_child=forget_inherited_waker)
 
 
 def _mark_occurrence_running(sender: Any, run: Any, attempt: Any, **kwargs: Any) -> None:

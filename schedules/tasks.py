@@ -11,11 +11,12 @@ import logging
 from typing import Any
 
 from django_q.models import OrmQ
+from django_q.signals import post_spawn
 from django_q.tasks import async_task
 
 from runs.inflight import take_turn
 from runs.tasks import MESSAGE_TASK, in_transaction
-from schedules import execution, proposals
+from schedules import execution, proposals, waker
 from schedules.notices import deliver_pending
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,15 @@ def ensure_periodic_tasks(**kwargs: Any) -> None:
             name=name,
             defaults={"func": func, "schedule_type": QueueSchedule.MINUTES, "minutes": 1, "repeats": -1},
         )
+
+
+def start_waker(**kwargs: Any) -> None:
+    """Each worker process, as django-q2 spawns it, starts its waker: the tick at a schedule's
+    slot and a turn when runs are queued, without waiting for the broker (schedules.waker)."""
+    waker.start(enqueue_occurrences)
+
+
+post_spawn.connect(start_waker, dispatch_uid="schedules.start_waker")
 
 
 def notify() -> str:

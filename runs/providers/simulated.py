@@ -352,12 +352,17 @@ def chunks(payload: dict[str, Any], *, usage: bool) -> list[bytes]:
 
 def paced(events: list[bytes], delay: float, stall: float, wait: Any) -> Iterator[bytes]:
     """The events spread over `delay` seconds, silent `stall` seconds half way. `wait(seconds)`
-    sleeps, and answers True when the reader went away (then nothing more is sent)."""
+    sleeps, and answers True when the reader went away (then nothing more is sent). Each event is
+    due at its own moment from the start, so the answer takes `delay` however late each sleep wakes."""
     step = delay / len(events) if events else 0.0
+    start = time.monotonic()
     for index, chunk in enumerate(events):
-        if index == len(events) // 2 and stall and wait(stall):
-            return
-        if step and wait(step):
+        if index == len(events) // 2 and stall:
+            if wait(stall):
+                return
+            start += stall
+        due = start + (index + 1) * step - time.monotonic()
+        if due > 0 and wait(due):
             return
         yield chunk
 

@@ -87,13 +87,12 @@ def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str])
     from django_q.models import Schedule as QueueSchedule
 
     from runs.models import Run
-    from schedules import execution
-    from schedules.tasks import enqueue_occurrences
 
     tag = str(time.monotonic_ns())
     run_at = timezone.now() + timedelta(seconds=20)
     owners = seed(runs, delay, run_at, tag, words)
-    QueueSchedule.objects.all().delete()  # the bench ticks by hand, at the due moment
+    # Only the cluster's waker ticks (schedules.waker): at the slot, not at django-q2's next minute.
+    QueueSchedule.objects.all().delete()
     connections.close_all()
     cluster = subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
@@ -109,11 +108,6 @@ def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str])
     database = urlsplit(url).path.lstrip("/")
     watcher = psycopg.connect(url, autocommit=True)
     try:
-        while timezone.now() < run_at:
-            time.sleep(0.05)
-        report = execution.materialize_due(enqueue=enqueue_occurrences)
-        connections.close_all()
-        print(f"tick: {report}", flush=True)
         total = runs + 1
         while True:
             done = watcher.execute(

@@ -1,0 +1,112 @@
+"""A run due now starts now (docs/contract.md#runs-in-flight): each worker process of a cluster keeps
+one thread that sleeps until the next schedule's slot or a PostgreSQL notification, whichever comes
+first, instead of waiting for django-q2's minute tick and its broker's poll.
+
+- At the earliest `next_occurrence_at` of an active schedule it runs the tick (materialize_due):
+  several processes and hosts may run it at the same moment, each claiming other due schedules
+  (`SKIP LOCKED`), as they always could.
+- On `NOTIFY runs_wake` (runs.inflight.WAKE_CHANNEL) it takes a turn (runs.inflight.take_turn):
+  claims queued runs into this process's free slots. The notification is sent in the transaction
+  that queues runs (the tick, a message, runs.tasks.in_transaction), so it arrives when they are
+  committed; and by a statement trigger whenever a schedule's next slot is written, so a new or
+  resumed schedule's slot is known at once.
+- Every FALLBACK_SECONDS, notified or not, it takes a turn and reads the next slot again: a
+  notification lost with a dropped connection costs at most that long, never a run, and a queued
+  run whose task died with its host (its turn never came) is claimed by a live host within it.
+
+django-q2 stays the executor and the fallback: the tick still runs every minute and every queued
+run still has its task, whose turn finds it already claimed and ends at once. The thread holds one
+database connection of its own (LISTEN needs one that stays open).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from django.db import connection
+
+from runs.inflight import WAKE_CHANNEL, take_turn
+from schedules import execution
+from schedules.models import Schedule
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_SECONDS = 2.0  # the longest a queued run or a new slot waits if a notification is lost
+AFTER_TICK_SECONDS = 0.2  # a slot still due right after a tick is another process's to write
+RECONNECT_SECONDS = 2.0
+APPLICATION_NAME = "schedules-waker"  # how its connection shows in pg_stat_activity
+
+_NEXT_SLOT_SQL = f"""SELECT extract(epoch FROM min(next_occurrence_at) - now())
+FROM {Schedule._meta.db_table} WHERE status = 'active'"""  # noqa: S608 - the table from model metadata
+
+
+class Waker:
+    def __init__(self, enqueue: Any) -> None:
+        self.enqueue = enqueue  # how the tick writes its runs' tasks (schedules.tasks)
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.thread is None or not self.thread.is_alive():
+            self.thread = threading.Thread(target=self.run, name="waker", daemon=True)
+            self.thread.start()
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.listen()
+            except Exception:  # the database away, or a bug: logged, and listened to again
+                logger.warning("the waker lost its database connection; listening again", exc_info=True)
+            time.sleep(RECONNECT_SECONDS)
+
+    def listen(self) -> None:
+        import psycopg
+
+        params = {**connection.get_connection_params(), "application_name": APPLICATION_NAME}
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute(f"LISTEN {WAKE_CHANNEL}")
+            self.turn()  # whatever was queued while nobody listened
+            ticked_at = 0.0
+            while True:
+                row = conn.execute(_NEXT_SLOT_SQL).fetchone()
+                due_in = float(row[0]) if row and row[0] is not None else FALLBACK_SECONDS
+                since_tick = time.monotonic() - ticked_at
+                if due_in <= 0 and since_tick >= AFTER_TICK_SECONDS:
+                    self.tick()
+                    ticked_at = time.monotonic()
+                    continue
+                wait = min(FALLBACK_SECONDS, max(due_in, AFTER_TICK_SECONDS - since_tick, 0.01))
+                notified = any(True for _ in conn.notifies(timeout=wait, stop_after=1))
+                if notified or due_in > wait:  # woken, or the fallback interval passed
+                    self.turn()
+
+    def tick(self) -> None:
+        try:
+            report = execution.materialize_due(enqueue=self.enqueue)
+            if report.enqueued:
+                logger.info("tick at the slot: %s", report)
+        finally:
+            connection.close()  # this thread's pooled connection, back to the pool
+        self.turn()
+
+    def turn(self) -> None:
+        take_turn()  # never waits for a slot; gives its connection back to the pool
+
+
+_waker: Waker | None = None
+
+
+def start(enqueue: Any) -> None:
+    """Start this process's waker (a django-q2 worker process, once, as it spawns)."""
+    global _waker
+    if _waker is None:
+        _waker = Waker(enqueue)
+    _waker.start()
+
+
+def forget_inherited_waker() -> None:
+    """In a forked child: the parent's thread did not survive the fork."""
+    global _waker
+    _waker = None

@@ -1,0 +1,78 @@
+"""A run due now starts now (schedules.waker): each worker process of a real django-q2 cluster ticks
+at a schedule's slot, not at the next minute of django-q2's scheduler, and takes a turn when runs
+are queued (NOTIFY) instead of waiting for the broker's poll; a notification lost with its connection
+costs at most the fallback interval, never a run."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.models import Schedule as QueueSchedule
+
+from runs import conversations
+from runs.models import Run
+from runs.tasks import enqueue_runs
+from schedules import waker
+from tests.factories import make_agent, make_schedule
+from tests.scheduler.conftest import read_log, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def _started() -> Run | None:
+    """the run to start"""
+    return Run.objects.filter(started_at__isnull=False).first()
+
+
+def _ready(cluster) -> bool:  # type: ignore[no-untyped-def]
+    """the cluster's workers to listen"""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [waker.APPLICATION_NAME]
+        )
+        return bool(cursor.fetchone()[0] >= 1)
+
+
+def test_a_one_time_schedule_starts_at_its_slot_not_at_the_next_minute(owner, spawn):
+    QueueSchedule.objects.all().delete()  # no minute tick: only the workers' wakers
+    cluster = spawn("qcluster")
+    wait_for(lambda: _ready(cluster), timeout=30)
+    slot = timezone.now() + timedelta(seconds=3)
+    make_schedule(owner, make_agent(model="sim-research"), run_at=slot)  # written after the cluster started
+
+    run = wait_for(_started, timeout=30, interval=0.05)
+    assert (run.started_at - slot).total_seconds() < 1.0, read_log(cluster)
+    wait_for(lambda: Run.objects.filter(status="completed").exists(), timeout=30)
+
+
+def test_a_message_is_claimed_when_it_is_queued_not_at_the_brokers_poll(owner, spawn):
+    cluster = spawn("qcluster", env={"Q_POLL_SECONDS": "30"})  # a broker that would make it wait 30 s
+    wait_for(lambda: _ready(cluster), timeout=30)
+    agent = make_agent(model="sim-research")
+    sent = time.monotonic()
+    conversations.start_conversation(owner.pk, agent, "What time is it?", enqueue=enqueue_runs)
+
+    wait_for(_started, timeout=20, interval=0.02)
+    assert time.monotonic() - sent < 1.5, read_log(cluster)
+
+
+def test_a_notification_lost_with_its_connection_costs_at_most_the_fallback_interval(owner, spawn):
+    cluster = spawn("qcluster", env={"Q_POLL_SECONDS": "30"})
+    wait_for(lambda: _ready(cluster), timeout=30)
+    with connection.cursor() as cursor:  # every waker's connection dropped, as a network blip would
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            [waker.APPLICATION_NAME],
+        )
+    agent = make_agent(model="sim-research")
+    sent = time.monotonic()
+    conversations.start_conversation(owner.pk, agent, "What time is it?", enqueue=enqueue_runs)
+
+    wait_for(_started, timeout=20, interval=0.05)
+    took = time.monotonic() - sent
+    assert took < waker.RECONNECT_SECONDS + waker.FALLBACK_SECONDS + 1.5, read_log(cluster)
+    wait_for(lambda: Run.objects.filter(status="completed").exists(), timeout=30)
