@@ -354,10 +354,9 @@ class Run(models.Model):
             # A conversation's newest completed exchanges, read newest first and only as many as
             # are sent (runs.history), whatever the length of the conversation.
             models.Index(fields=["conversation", "kind", "status", "-id"], name="run_conversation_history"),
-            # Calls left open by a lost worker after their run ended (runs.services.charge_orphaned_calls).
-            models.Index(
-                fields=["finished_at"], name="run_open_call", condition=models.Q(open_call__isnull=False)
-            ),
+            # The admin's runs of one worker (host:pid), newest first: the filter reads only that
+            # worker's rows, however many runs the others have.
+            models.Index(fields=["worker", "-id"], name="run_worker_newest"),
         ]
         constraints = [
             # One message at a time: a conversation has at most one interactive run in flight.

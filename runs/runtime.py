@@ -330,7 +330,7 @@ class _Loop:
                 output_tokens=output,
                 basis=f"estimate: the call was cut ({cut.reason}) before its usage",
             )
-        self.write_charge(call)  # raises _Stopped when the run was stopped (charged as late)
+        self.write_charge(call)  # raises _Stopped when the run was stopped (its ender charged the call)
         message = _redact(cut.message, self.adapter)
         if cut.reason == "stopped":
             raise _Stopped
@@ -379,10 +379,8 @@ class _Loop:
     def write_charge(self, call: ledger.Call) -> None:
         """A charged call that adds nothing to the transcript: its ledger entry and the counters
         (with any tool results not yet written), in the step's one statement."""
-        if not write_step(
-            self.run, self.attempt, self.ancestors, call, 0, self.unwritten, call_id=self.call_id
-        ):
-            raise _Stopped  # the late usage is recorded
+        if not write_step(self.run, self.attempt, self.ancestors, call, 0, self.unwritten):
+            raise _Stopped  # ended meanwhile: whoever ended it charged the call
         self.unwritten = []
         self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
         self.run.cost += call.cost
@@ -396,9 +394,9 @@ class _Loop:
         round trip (runs.steps.write_step).
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
-        worker was frozen, or it was cancelled) still cost money: `runs.steps.write_late_step` records it
-        against the run, ledger, counters and the schedule layer's event in one transaction, so
-        they always agree. Nothing else of it is kept, and the loop stops."""
+        worker was frozen, or it was cancelled) was charged by whoever ended the run: the call's
+        bound, when it took the run's open call (runs.steps.charge_open_call). Nothing of it is
+        written, and the loop stops."""
         call = self.call_of(response)
         cost = call.cost
         if cost > self.plan.worst:
@@ -415,12 +413,10 @@ class _Loop:
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        on_time = write_step(
-            self.run, self.attempt, self.ancestors, call, tool_calls, rows, call_id=self.call_id
-        )
+        on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows)
         self.unwritten = []
         if not on_time:
-            raise _Stopped  # the late usage is recorded
+            raise _Stopped  # ended meanwhile: whoever ended it charged the call
         self.history.append(message)
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,

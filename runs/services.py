@@ -252,7 +252,8 @@ def finish_run(
             provider_parameter=diagnostics.provider_parameter,
             failure_message=failure.message[:MAX_FAILURE_MESSAGE],
         )
-    if attempt is not None and silent_since is None:
+    own = attempt is not None and silent_since is None
+    if own:
         # The loop ends its own run: every call it made was charged, so none is open any more.
         fields.update(open_call=None, partial_text="")
     # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
@@ -265,10 +266,12 @@ def finish_run(
             in_flight = in_flight.filter(Q(status=Run.Status.QUEUED) | Q(heartbeat_at__lt=silent_since))
         if in_flight.update(**fields) != 1:
             return False
-        if silent_since is not None:
-            # The lost worker's call on the wire, if any, was billed: charged before the run's end
-            # is told, so the accounting event carries it.
-            steps.charge_open_call(run, late=False)
+        if not own:
+            # Stopped, or reaped, while a call was on the wire: the provider may have generated up
+            # to its cap, and billed it. Charged here, before the run's end is told (its accounting
+            # event carries it); the loop, if it comes back, finds the call taken.
+            why = "the run was stopped" if silent_since is None else "its worker was lost"
+            steps.charge_open_call(run, basis=f"estimate: {why} while the call was on the wire")
         ledger.release(run.pk, now=now)
         # The usage counters may have moved under us (a delegated child adds to its parent's).
         run.refresh_from_db(fields=[f.attname for f in Run._meta.concrete_fields if not f.is_relation])
@@ -371,14 +374,16 @@ def keep_alive(attempt: uuid.UUID | None) -> Iterator[None]:
 
 def lost_runs(now: datetime) -> list[Run]:
     """Running without a heartbeat for the lease, or queued for longer than django-q2 takes to
-    redeliver a task a worker took and dropped (the caller checks those are not still waiting)."""
+    redeliver a task a worker took and dropped (the caller checks those are not still waiting).
+    Newest first: a delegated child ends (and its open call is charged to its parent too) before
+    its parent's end is told."""
     lease = timedelta(seconds=settings.RUN_LEASE_SECONDS)
     never_started = timedelta(seconds=settings.Q_RETRY_SECONDS) + lease
     return list(
         Run.objects.filter(
             Q(status=Run.Status.RUNNING, heartbeat_at__lt=now - lease)
             | Q(status=Run.Status.QUEUED, created_at__lt=now - never_started)
-        ).order_by("id")
+        ).order_by("-id")
     )
 
 
@@ -395,11 +400,6 @@ def fail_lost_runs(
     queued = [run for run in candidates if run.status == Run.Status.QUEUED]
     waiting = still_waiting(queued) if queued and still_waiting is not None else set()
     failed: list[int] = []
-    for run in Run.objects.filter(
-        open_call__isnull=False, status__in=Run.TERMINAL, finished_at__lt=silent_since
-    ).order_by("id"):
-        # Stopped mid-call, and its worker lost before it charged the cut: nobody else will.
-        steps.charge_open_call(run, late=True)
     for run in candidates:
         if run.pk in waiting:
             continue

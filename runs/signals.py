@@ -16,8 +16,3 @@ run_claimed = Signal()
 
 # Sent with `run` (the Run, terminal, refreshed) by runs.services.finish_run.
 run_finished = Signal()
-
-# Sent with `run` (refreshed, no longer in flight) and `usage` (the late response's steps,
-# model_calls, tool_calls and cost) when a provider response arrived after the run ended: the
-# ledger and the run's counters already include it, inside the same transaction.
-late_usage_recorded = Signal()

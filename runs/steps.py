@@ -1,22 +1,24 @@
-"""Writing a model step: its usage, counters and transcript in one statement while the run is
-still this attempt's; a response that came back too late, in one transaction of its own. The run
-loop (runs.runtime) decides what a step is; this module only makes it durable, atomically
-(docs/contract.md#the-run-loop, rule 4).
+"""Writing a model step: the call about to be sent, as the run's open call, in one statement that
+also checks the run is still this attempt's; then its usage, counters and transcript in one
+statement while the run is still this attempt's. A run ended by someone else (Stop, the reaper)
+while a call was on the wire has that call charged by whoever ended it (charge_open_call), so a
+response that comes back too late is not written at all. The run loop (runs.runtime) decides what
+a step is; this module only makes it durable, atomically (docs/contract.md#the-run-loop, rule 4).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F
 
 from accounting import alerts, ledger
 from runs.models import Run, TranscriptEntry
-from runs.signals import late_usage_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +27,7 @@ logger = logging.getLogger(__name__)
 # Everything hangs on `ours`: the run's own counters are updated only while it is still this
 # attempt's (re-checked on the row as it is when the update takes its lock, so a reaper that
 # committed meanwhile wins), and the ledger, rollups, ancestors and transcript are written only
-# if that update was. A late response writes nothing here; write_late_step records it.
+# if that update was. A late response writes nothing: its call was charged when the run was ended.
 _STEP_SQL = """
 WITH ours AS (
     UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
@@ -61,13 +63,11 @@ def write_step(
     call: ledger.Call,
     tool_calls: int,
     rows: list[TranscriptEntry],
-    *,
-    call_id: str,
 ) -> bool:
     """One step in one statement, if the run is still this attempt's: the ledger's
     CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows;
     the call is no longer open. Autocommit makes the statement its own transaction. Returns whether
-    it was written; a late response is recorded by write_late_step instead, once."""
+    it was written: not when the run was ended meanwhile, whose ender charged the call's bound."""
     ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
     sql = _STEP_SQL.format(
         ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
@@ -89,37 +89,9 @@ def write_step(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         (on_time,) = cursor.fetchone()
-    if not on_time:
-        write_late_step(run, ancestors, call, tool_calls, call_id=call_id)
-    judge_alerts(call)
+    if on_time:
+        judge_alerts(call)
     return bool(on_time)
-
-
-def write_late_step(
-    run: Run, ancestors: list[int], call: ledger.Call, tool_calls: int, *, call_id: str | None
-) -> None:
-    """A response that arrived after the run stopped being this attempt's (reaped while its
-    worker was frozen, or cancelled) still cost money. In one transaction: its ledger entry and
-    rollups, the counters of the run and its ancestors, and `late_usage_recorded`, with which the
-    schedule layer writes its content-free event; so counters, ledger and accounting events agree
-    whatever happens after. Nothing else of the response is kept.
-
-    The call is charged once: only if it is still the run's open call (`call_id`), which this
-    takes; a reaper that found the worker silent has already charged its bound
-    (runs.services.charge_open_call), which is never less than this."""
-    with transaction.atomic():
-        if call_id is not None and not _take_open_call(run.pk, call_id):
-            return
-        ledger.record_usage(call)
-        Run.objects.filter(pk__in=[run.pk, *ancestors]).update(**_counters(call.cost, tool_calls))
-        run.refresh_from_db()
-        late = {"steps": 1, "model_calls": 1, "tool_calls": tool_calls, "cost": call.cost}
-        late_usage_recorded.send(sender=Run, run=run, usage=late)
-
-
-def _take_open_call(run_id: int, call_id: str) -> bool:
-    taken = Run.objects.filter(pk=run_id, open_call__id=call_id).update(open_call=None, partial_text="")
-    return taken == 1
 
 
 # Before each model request: the run is still this attempt's (else the loop stops), and the call
@@ -145,29 +117,25 @@ def open_call(
         return bool(cursor.rowcount == 1)
 
 
-def charge_open_call(run: Run, *, late: bool) -> ledger.Call | None:
-    """The call a lost worker left on the wire, charged its bound: the provider may have generated
-    up to the call's cap, and nobody saw its usage (docs/decisions/0006-streaming.md). Once, whoever
-    comes first: this takes the open call, as the worker's own late write would. In the caller's
-    transaction with the run's end (the reaper), or, for a run that had already ended (`late`: it
-    was stopped, then its worker was lost before it charged the cut), with `late_usage_recorded`."""
-    with transaction.atomic():
-        record = (
-            Run.objects.select_for_update(of=("self",))
-            .filter(pk=run.pk, open_call__isnull=False)
-            .values_list("open_call", flat=True)
-            .first()
-        )
-        if record is None:
-            return None
-        Run.objects.filter(pk=run.pk).update(open_call=None, partial_text="")
-        call = ledger.Call.from_json(record["bound"])
-        ledger.record_usage(call)
-        Run.objects.filter(pk__in=[run.pk, *record["ancestors"]]).update(**_counters(call.cost, 0))
-        if late:
-            run.refresh_from_db()
-            usage = {"steps": 1, "model_calls": 1, "tool_calls": 0, "cost": call.cost}
-            late_usage_recorded.send(sender=Run, run=run, usage=usage)
+def charge_open_call(run: Run, *, basis: str) -> ledger.Call | None:
+    """The call a run had on the wire when someone else ended it (Stop, the reaper), charged its
+    bound: the provider may have generated up to the call's cap, and nobody saw its usage
+    (docs/decisions/0006-streaming.md). Once: this takes the open call, and the loop, if its
+    worker comes back with the answer, finds it taken and charges nothing. In the caller's
+    transaction, which ends the run and tells its end."""
+    record = (
+        Run.objects.select_for_update(of=("self",))
+        .filter(pk=run.pk, open_call__isnull=False)
+        .values_list("open_call", flat=True)
+        .first()
+    )
+    if record is None:
+        return None
+    Run.objects.filter(pk=run.pk).update(open_call=None, partial_text="")
+    bound = ledger.Call.from_json(record["bound"])
+    call = dataclasses.replace(bound, prices={**bound.prices, "basis": basis})
+    ledger.record_usage(call)
+    Run.objects.filter(pk__in=[run.pk, *record["ancestors"]]).update(**_counters(call.cost, 0))
     judge_alerts(call)
     return call
 

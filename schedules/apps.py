@@ -13,7 +13,7 @@ class SchedulesConfig(AppConfig):
 
     def ready(self) -> None:
         from accounting.signals import thresholds_crossed
-        from runs.signals import late_usage_recorded, run_claimed, run_finished
+        from runs.signals import run_claimed, run_finished
         from schedules import checks  # noqa: F401  (registers the system checks)
         from schedules.notices import budget
         from schedules.tasks import ensure_periodic_tasks
@@ -23,7 +23,6 @@ class SchedulesConfig(AppConfig):
         run_claimed.connect(_mark_occurrence_running, dispatch_uid="schedules.mark_occurrence_running")
         run_finished.connect(_record_run_outcome, dispatch_uid="schedules.record_run_outcome")
         run_finished.connect(_queue_completion_notice, dispatch_uid="schedules.queue_completion_notice")
-        late_usage_recorded.connect(_record_late_usage, dispatch_uid="schedules.record_late_usage")
         thresholds_crossed.connect(budget.queue, dispatch_uid="schedules.queue_budget_notice")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
         register_schedule_tools()
@@ -56,11 +55,3 @@ def _queue_completion_notice(sender: Any, run: Any, **kwargs: Any) -> None:
     ):
         return  # only a scheduled occurrence's completed run is announced
     completed.queue(run)
-
-
-def _record_late_usage(sender: Any, run: Any, usage: dict[str, Any], **kwargs: Any) -> None:
-    from schedules.services import record_late_usage
-
-    if "occurrence_id" not in run.conversation.metadata:
-        return  # not a scheduled occurrence's run (a delegated child shares its conversation)
-    record_late_usage(run, usage)

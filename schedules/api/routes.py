@@ -384,8 +384,9 @@ def get_run(request: HttpRequest, run_id: int) -> out.RunDetail:
     tags=["accounting"],
     **documented(
         "read",
-        "`schedule.run_accounted` events (and `schedule.late_usage_accounted`, the usage of a "
-        "provider call that returned after its run was accounted), newest first; `?schedule=<id>` "
+        "`schedule.run_accounted` events (and `schedule.late_usage_accounted`, which versions before "
+        "2026-12-04 wrote for a provider call that returned after its run was accounted), newest "
+        "first; `?schedule=<id>` "
         "for one schedule's. They are content-free and outlive the runs, conversations and "
         "schedules they describe; a run's events sum to its usage.",
     ),

@@ -37,7 +37,6 @@ from schedules.services.definitions import (
     update_schedule,
 )
 from schedules.services.outcomes import (
-    record_late_usage,
     record_run_outcome,
     run_accounted_payload,
 )
@@ -84,7 +83,6 @@ __all__ = [
     "pause_schedule",
     "pin_from_request",
     "pin_revision",
-    "record_late_usage",
     "record_run_outcome",
     "request_revision",
     "resume_schedule",

@@ -10,7 +10,6 @@ from typing import Any
 from django.utils import timezone
 
 from accounting import ledger
-from accounting.models import AccountingEvent
 from accounting.money import format_money
 from runs.models import Run
 from schedules.models import (
@@ -47,32 +46,6 @@ def run_accounted_payload(occurrence: Occurrence, run: Run) -> dict[str, Any]:
         },
         "failure": run.failure_summary(),
     }
-
-
-def record_late_usage(run: Run, usage: dict[str, Any], *, now: datetime | None = None) -> None:
-    """A scheduled run's provider response arrived after its outcome was accounted: account the
-    extra usage as `schedule.late_usage_accounted`, so the events of a run always sum to its
-    counters and its ledger entries. A delegated child's usage counts against the occurrence's
-    own run. Called inside the transaction that recorded the usage."""
-    while run.parent_id is not None:
-        run = Run.objects.get(pk=run.parent_id)
-    occurrence = Occurrence.objects.filter(run_id=run.pk).select_related("revision").first()
-    if occurrence is None:
-        return
-    payload = {
-        **run_accounted_payload(occurrence, run),
-        "event": AccountingEvent.Kind.LATE_USAGE.value,
-        "usage": {**usage, "cost": format_money(usage["cost"])},
-        "failure": None,
-    }
-    ledger.record_run_accounted(
-        owner_id=run.owner_id,
-        schedule_id=occurrence.schedule_id,
-        run_id=run.pk,
-        payload=payload,
-        at=now or timezone.now(),
-        kind=AccountingEvent.Kind.LATE_USAGE,
-    )
 
 
 def record_run_outcome(run: Run, *, now: datetime | None = None) -> Occurrence | None:

@@ -1,8 +1,7 @@
-"""A provider response that arrives after its run was stopped or reaped still cost money: the ledger,
-the run's counters and its content-free accounting events agree, they are written together or not at
-all, and the call is charged once. A run reaped while its call was out is charged that call's bound
-by the reaper (its worker may never come back); the response, if it comes after all, is not charged
-again."""
+"""A call on the wire when its run is stopped or reaped still cost money: whoever ends the run charges
+the call's bound (the provider may have generated up to its cap), in the transaction that ends it, so
+the ledger, the run's counters and its content-free accounting event agree; the response, if it comes
+after all, is not charged again."""
 
 from __future__ import annotations
 
@@ -16,10 +15,10 @@ from django.utils import timezone
 from accounting.models import AccountingEvent, LedgerEntry
 from runs.models import Run
 from runs.services import cancel_run, fail_lost_runs
-from runs.signals import late_usage_recorded
+from runs.signals import run_finished
 from schedules import execution
 from tests.factories import make_schedule
-from tests.runs.wire import OPENAI, Provider, ledger_total, make_wire_agent
+from tests.runs.wire import OPENAI, Provider, make_wire_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -65,31 +64,33 @@ def test_a_call_out_when_its_run_is_reaped_is_charged_its_bound_once(owner):
     assert not run.open_call and not run.transcript.filter(role="assistant").exists()
 
 
-def test_the_late_usage_of_a_stopped_run_is_on_the_ledger_the_counters_and_a_second_event(owner):
+def test_a_call_out_when_its_run_is_stopped_is_charged_its_bound_once(owner):
     run, provider = _ended_mid_call(owner, cancel_run)
 
     assert run.status == "cancelled"
     assert len(provider.requests) == 1
-    assert run.cost > 0 and run.cost == ledger_total(run)
-    assert not LedgerEntry.objects.get(run_id=run.pk).estimated  # its usage arrived: billed as reported
-    assert (run.steps, run.model_calls, run.tool_calls) == (1, 1, 1)
+    (entry,) = LedgerEntry.objects.filter(run_id=run.pk)  # the late answer is not charged again
+    assert entry.estimated and "stopped" in entry.prices["basis"]
+    assert entry.cost == Decimal(entry.prices["bound"]["worst"]) == run.cost <= run.run_limits.max_cost
+    assert (run.steps, run.model_calls, run.tool_calls) == (1, 1, 0)
     events = list(AccountingEvent.objects.filter(run_id=run.pk).order_by("id"))
-    assert [e.event for e in events] == ["schedule.run_accounted", "schedule.late_usage_accounted"]
-    assert sum(Decimal(e.payload["usage"]["cost"]) for e in events) == run.cost
-    assert sum(e.payload["usage"]["steps"] for e in events) == run.steps
+    assert [e.event for e in events] == ["schedule.run_accounted"]
+    assert Decimal(events[0].payload["usage"]["cost"]) == run.cost  # told with the run's end
     assert not run.open_call and not run.transcript.filter(role="assistant").exists()
 
 
-def test_the_late_usage_is_written_whole_or_not_at_all(owner):
+def test_the_charge_of_an_ended_call_is_written_with_the_end_or_not_at_all(owner):
     def broken(**kwargs):
-        raise RuntimeError("the event could not be written")
+        raise RuntimeError("the outcome could not be written")
 
-    late_usage_recorded.connect(broken, dispatch_uid="test.broken")
+    run_finished.connect(broken, dispatch_uid="test.broken")
     try:
-        run, _ = _ended_mid_call(owner, cancel_run)
+        with pytest.raises(RuntimeError):
+            _ended_mid_call(owner, cancel_run)
     finally:
-        late_usage_recorded.disconnect(dispatch_uid="test.broken")
+        run_finished.disconnect(dispatch_uid="test.broken")
 
-    assert run.status == "cancelled"
+    run = Run.objects.get()
+    assert run.status == "running" and run.open_call  # nothing of the stop was written
     assert not LedgerEntry.objects.exists() and run.cost == 0 and run.steps == 0
-    assert [e.event for e in AccountingEvent.objects.filter(run_id=run.pk)] == ["schedule.run_accounted"]
+    assert not AccountingEvent.objects.filter(run_id=run.pk).exists()

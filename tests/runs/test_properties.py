@@ -19,7 +19,15 @@ from runs.models import Run, TranscriptEntry
 from runs.runtime import execute_run
 from runs.services import claim_run
 from tests.factories import start_interactive_run
-from tests.runs.wire import WIRES, Provider, Wire, ledger_total, make_wire_agent, mentions_instruction
+from tests.runs.wire import (
+    WIRES,
+    Provider,
+    Wire,
+    ledger_total,
+    make_wire_agent,
+    mentions_instruction,
+    text_bytes,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -88,12 +96,20 @@ def _execute(owner, wire: Wire, run_limits: RunLimits, script: list[Turn]) -> Ob
     claim_run(run)
     before: list[dict[str, int | Decimal]] = []
 
+    counted = {"input": 0, "bytes": 0}  # what the previous request was counted as, and its bytes
+
     def model(request: httpx.Request) -> dict:
         before.append(Run.objects.get(pk=run.pk).usage())
         turn = script[min(len(before), len(script)) - 1]
         body = json.loads(request.content)
         synthesis_only = wire.is_synthesis_only(body)
-        usage = wire.honest(body, turn.input_tokens, turn.output_tokens)  # it honours the output cap
+        # A provider as the bound assumes one (docs/contract.md#bounded-before-the-call): no more
+        # input tokens than the request has bytes, and the part it counted last time counted the
+        # same now (a prompt reported as 0 tokens cannot come back as 600 with a sentence added).
+        sent = text_bytes(body)
+        consistent = counted["input"] + max(0, sent - counted["bytes"])
+        usage = wire.honest(body, min(turn.input_tokens, consistent), turn.output_tokens)  # and the cap
+        counted.update(input=usage[0], bytes=sent)
         if turn.tool_calls == 0 or (synthesis_only and turn.obeys):
             return wire.answer(usage=usage)
         return wire.tools(*[FETCH] * turn.tool_calls, usage=usage)
