@@ -97,11 +97,16 @@ def write_step(
 # Before each model request: the run is still this attempt's (else the loop stops), and the call
 # about to be sent is recorded as open, with the worst case it can cost; the first synthesis-only
 # request also records its dimension and step. One statement, the loop's only one before a call.
+# Its commit does not wait for the disk (synchronous_commit off for this transaction alone): it is
+# visible at once, and only a crash of the database server within a fraction of a second, together
+# with the loss of the worker, could lose the record of a call on the wire. The step that charges
+# the call waits for the disk as every money write does.
 _OPEN_SQL = f"""
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE {Run._meta.db_table} SET open_call = %s::jsonb, partial_text = '',
     synthesis_dimension = CASE WHEN synthesis_dimension = '' THEN %s ELSE synthesis_dimension END,
     synthesis_step = CASE WHEN synthesis_dimension = '' AND %s <> '' THEN %s ELSE synthesis_step END
-WHERE id = %s AND status = 'running' AND attempt = %s::uuid
+WHERE id = %s AND status = 'running' AND attempt = %s::uuid AND EXISTS (SELECT FROM relaxed)
 """  # noqa: S608 - the table name from model metadata
 
 
