@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import httpx
 from django.contrib.auth.models import Permission, User
 from django.core.management.base import BaseCommand
 from django.db import transaction
@@ -181,13 +182,16 @@ class Command(BaseCommand):
             )
 
     def _local_agent(self, base_url: str) -> None:
-        from config.local_model import ALIAS
-
+        # The model it serves, as the server names it (an OpenAI-compatible server lists it).
+        try:
+            served = httpx.get(f"{base_url.rstrip('/')}/models", timeout=5).json()["data"][0]["id"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+            served = "local"
         agent, _ = Agent.objects.get_or_create(
             name=LOCAL_AGENT,
             defaults={
                 "provider": Agent.Provider.OPENAI,
-                "model": ALIAS,
+                "model": str(served)[:128],
                 "system_prompt": "You are a helpful assistant. Answer briefly.",
                 "tools": [],
                 "prices": LOCAL_PRICES,
