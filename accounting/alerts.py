@@ -120,6 +120,28 @@ ON CONFLICT (owner_id, period, period_start, threshold) WHERE rearmed_at IS NULL
 RETURNING id"""  # noqa: S608 - the table name is model metadata
 
 
+def admit(
+    requests: list[ledger.ReservationRequest], *, now: datetime | None = None
+) -> dict[int, ledger.AdmissionRefused]:
+    """Admission (ledger.reserve_many) and its threshold judgement, under the same locks: each owner
+    who had a run admitted is judged where it now stands. Returns the refusals by run id. Inside
+    the caller's transaction."""
+    now = now or timezone.now()
+    admission = ledger.reserve_many(requests, now=now)
+    for budget in admission.budgets:
+        if budget.owner_id in admission.admitted_owners:
+            summary = admission.summaries[budget.owner_id]
+            judge(budget.owner_id, summary, thresholds_of(budget), now=now)
+    return admission.refusals
+
+
+def admit_one(owner_id: int, *, run_id: int, amount: Decimal, now: datetime | None = None) -> None:
+    """One run's admission with its judgement; raises AdmissionRefused when it does not fit."""
+    refusals = admit([ledger.ReservationRequest(owner_id, run_id, amount)], now=now)
+    if run_id in refusals:
+        raise refusals[run_id]
+
+
 def judge(owner_id: int, summary: ledger.BudgetSummary, thresholds: list[int], *, now: datetime) -> list[int]:
     """Record the thresholds the summary reaches that are not yet recorded for their period; tell
     the owner of those this call recorded (one notice naming them all). Inside the caller's

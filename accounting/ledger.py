@@ -189,11 +189,21 @@ class ReservationRequest:
     amount: Decimal
 
 
-def reserve_many(
-    requests: list[ReservationRequest], *, now: datetime | None = None
-) -> dict[int, AdmissionRefused]:
+@dataclass(frozen=True)
+class Admission:
+    """What reserve_many did: the refusals by run id, and where each owner stands after it (their
+    budget rows, still locked, and summaries), for the threshold judgement (accounting.alerts)."""
+
+    refusals: dict[int, AdmissionRefused]
+    budgets: list[OwnerBudget]
+    summaries: dict[int, BudgetSummary]
+    admitted_owners: set[int]
+
+
+def reserve_many(requests: list[ReservationRequest], *, now: datetime | None = None) -> Admission:
     """Admit runs against their owners' daily and monthly ceilings: reservations are written for
-    those that fit, in order; the refusals are returned by run id.
+    those that fit, in order; the refusals are returned by run id. Admission with its threshold
+    judgement is accounting.alerts.admit, which calls this.
 
     Exact under concurrency: the owners' budget rows are locked (in owner order, so two callers
     cannot deadlock) for the whole read-compare-insert. Open reservations are read before spend:
@@ -224,14 +234,7 @@ def reserve_many(
             )
         )
     _insert_reservations(rows)
-    # Threshold alerts are judged here too, under the same locks (accounting.alerts).
-    from accounting import alerts  # alerts reads the ledger's summaries: imported late, one way
-
-    admitted_owners = {row.owner_id for row in rows}
-    for budget in budgets:
-        if budget.owner_id in admitted_owners:
-            alerts.judge(budget.owner_id, summaries[budget.owner_id], alerts.thresholds_of(budget), now=now)
-    return refusals
+    return Admission(refusals, budgets, summaries, {row.owner_id for row in rows})
 
 
 def _insert_reservations(rows: list[Reservation]) -> None:
@@ -254,8 +257,9 @@ def _insert_reservations(rows: list[Reservation]) -> None:
 
 
 def reserve(owner_id: int, *, run_id: int, amount: Decimal, now: datetime | None = None) -> None:
-    """One run's admission; raises AdmissionRefused when it does not fit."""
-    refusals = reserve_many([ReservationRequest(owner_id, run_id, amount)], now=now)
+    """One run's reservation; raises AdmissionRefused when it does not fit. (Without the threshold
+    judgement: admission is accounting.alerts.admit_one.)"""
+    refusals = reserve_many([ReservationRequest(owner_id, run_id, amount)], now=now).refusals
     if run_id in refusals:
         raise refusals[run_id]
 

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounting import ledger
+from accounting import alerts, ledger
 from runs import titles
 from runs.models import Agent, Conversation, Run
 from runs.runtime import execute_run
@@ -189,7 +189,7 @@ def _queue(conversation: Conversation, agent: Agent, message: str, *, enqueue: E
     except IntegrityError:  # another request queued a run here first (the unique in-flight index)
         raise RunInProgress(conversation) from None
     try:
-        ledger.reserve(conversation.owner_id, run_id=run.pk, amount=limits.max_cost)
+        alerts.admit_one(conversation.owner_id, run_id=run.pk, amount=limits.max_cost)
     except ledger.AdmissionRefused as refusal:
         raise NotAdmitted(refusal, limits.max_cost) from None  # rolls back the run and conversation
     enqueue([run.pk])

@@ -1,11 +1,14 @@
 """The delegation step: a tool of the run (`agent.delegate`) starts a child run in the same process and
 attempt, with what the parent has left outside its own reserve (docs/contract.md#run-limits). The
-child is driven by the same loop and ends no later than its parent must."""
+child is driven by the same loop, which the loop hands in (`drive`: runs.runtime, the higher
+module, calls this one), and ends no later than its parent must."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING
+
+import httpx
 
 from runs import services
 from runs.limits import RunLimits, with_reserves
@@ -13,15 +16,14 @@ from runs.models import Agent, Run
 from runs.providers import client_for
 from runs.tools import ToolError
 
-if TYPE_CHECKING:
-    import httpx
-
-    from runs.runtime import _Loop
+Drive = Callable[[Run, httpx.Client], Run]  # drives a child run to its end with a provider client
 
 
-def delegate(parent: _Loop, *, task: str, agent_name: str | None) -> Run:
-    """Run `task` as a child of the parent loop's run, by the named agent or the parent's own."""
-    run = parent.run
+def delegate(
+    run: Run, limits: RunLimits, client: httpx.Client, drive: Drive, *, task: str, agent_name: str | None
+) -> Run:
+    """Run `task` as a child of `run` (whose limits are `limits`), by the named agent or the run's
+    own, driven by `drive`: with `client` when the child has the run's agent, else with its own."""
     agent = run.agent
     if agent_name and agent_name != agent.name:
         found = Agent.objects.filter(name=agent_name, is_active=True).first()
@@ -29,40 +31,23 @@ def delegate(parent: _Loop, *, task: str, agent_name: str | None) -> Run:
             raise ToolError(f"there is no active agent named {agent_name!r}")
         agent = found
     run.refresh_from_db(fields=["steps", "model_calls", "tool_calls", "cost"])
-    limits = child_limits(parent.limits, run.usage(), agent.limits)
-    if limits is None:
+    given = child_limits(limits, run.usage(), agent.limits)
+    if given is None:
         raise ToolError("not enough budget is left outside the synthesis reserve to delegate")
     child = services.create_run(
         run.owner_id,
         agent,
         task,
         conversation=run.conversation,
-        limits=limits,
+        limits=given,
         kind=Run.Kind.DELEGATED,
         parent=run,
         attempt=run.attempt,
     )
     if agent.pk == run.agent.pk:
-        return _run_child(parent, child, parent.client)
-    with client_for(agent) as client:
-        return _run_child(parent, child, client)
-
-
-def _run_child(parent: _Loop, child: Run, client: httpx.Client) -> Run:
-    from runs.runtime import execute_run  # the loop drives its children: a cycle by nature
-
-    finished = execute_run(
-        child,
-        client=client,
-        sleep=parent.sleep,
-        heartbeat=False,
-        deadline=parent.deadline,
-        tools_http=parent.tools_http,
-    )
-    # The child's usage counts against the parent too (runs.steps wrote it to both rows): the
-    # parent's loop plans its next call from counters read again.
-    parent.run.refresh_from_db(fields=["steps", "model_calls", "tool_calls", "cost"])
-    return finished
+        return drive(child, client)
+    with client_for(agent) as own:
+        return drive(child, own)
 
 
 def child_limits(parent: RunLimits, used: dict[str, int | Decimal], defaults: RunLimits) -> RunLimits | None:

@@ -493,7 +493,24 @@ class _Loop:
     # -- delegation: its own step kind (runs.delegation) ----------------------------------------
 
     def delegate(self, *, task: str, agent_name: str | None) -> Run:
-        return delegation.delegate(self, task=task, agent_name=agent_name)
+        return delegation.delegate(
+            self.run, self.limits, self.client, self.drive_child, task=task, agent_name=agent_name
+        )
+
+    def drive_child(self, child: Run, client: httpx.Client) -> Run:
+        """A delegated child, by this same loop, ending no later than this run must. Its usage
+        counts against this run too (runs.steps wrote it to both rows): the next call is planned
+        from counters read again."""
+        finished = execute_run(
+            child,
+            client=client,
+            sleep=self.sleep,
+            heartbeat=False,
+            deadline=self.deadline,
+            tools_http=self.tools_http,
+        )
+        self.run.refresh_from_db(fields=["steps", "model_calls", "tool_calls", "cost"])
+        return finished
 
 
 def execute_run(

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounting import ledger
+from accounting import alerts, ledger
 from runs import steps
 from runs.failures import AdmissionDenied, Outcome, WorkerLost
 from runs.history import earlier_exchanges
@@ -197,7 +197,7 @@ def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | Non
     a run that does not fit is failed `admission_denied` (counted like any failure; nothing reserved).
     Returns the ids of the admitted runs. Call it in the transaction that created the runs: if the
     reservations cannot be written, the runs are not either, so none starts without its money."""
-    refusals = ledger.reserve_many(requests, now=now)
+    refusals = alerts.admit(requests, now=now)
     refused = Run.objects.select_related("conversation").in_bulk(list(refusals)) if refusals else {}
     for run_id, refusal in refusals.items():
         failure = AdmissionDenied(f"Admission refused: {refusal.message}.", dimension=refusal.ceiling)

@@ -75,11 +75,11 @@ def test_thresholds_are_kept_ascending_and_an_empty_list_turns_alerts_off(owner,
 
 def test_an_admission_that_reaches_half_the_daily_ceiling_tells_once(owner, frozen):
     # Default ceilings: USD 25 a day, USD 250 a month; thresholds 50, 80, 100.
-    ledger.reserve(owner.pk, run_id=1, amount=Decimal("10.00"))
+    alerts.admit_one(owner.pk, run_id=1, amount=Decimal("10.00"))
     assert crossed(owner.pk) == set()
-    ledger.reserve(owner.pk, run_id=2, amount=Decimal("2.50"))  # 12.50 of 25: 50 % exactly
+    alerts.admit_one(owner.pk, run_id=2, amount=Decimal("2.50"))  # 12.50 of 25: 50 % exactly
     assert crossed(owner.pk) == {("day", 50)}
-    ledger.reserve(owner.pk, run_id=3, amount=Decimal("1.00"))  # still between 50 and 80
+    alerts.admit_one(owner.pk, run_id=3, amount=Decimal("1.00"))  # still between 50 and 80
     assert Notice.objects.filter(kind=Notice.Kind.BUDGET, owner=owner).count() == 1
 
 
@@ -171,7 +171,7 @@ def test_the_fast_standing_after_a_charge_agrees_with_the_budget_summary(zone):
     for hours in (1, 20, 30, 24 * 9, 24 * 40):
         spend(owner.pk, "1.25", at=NOON - timedelta(hours=hours))
     spend(owner.pk, "0.50", at=NOON)
-    ledger.reserve(owner.pk, run_id=7, amount=Decimal("2.00"), now=NOON)
+    alerts.admit_one(owner.pk, run_id=7, amount=Decimal("2.00"), now=NOON)
 
     with time_machine.travel(NOON + timedelta(minutes=7), tick=False):
         summary, thresholds = alerts.standing(owner.pk, NOON + timedelta(minutes=7))

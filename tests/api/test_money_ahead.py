@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 import time_machine
 
-from accounting import ledger
+from accounting import alerts
 from accounting.models import OwnerBudget
 from tests.api.conftest import Api, token_for
 from tests.factories import limits, make_schedule, spend
@@ -64,7 +64,7 @@ def test_the_budget_shows_crossed_thresholds_and_the_months_forecast(owner, owne
     with time_machine.travel(DEC_10 - timedelta(hours=1), tick=False):
         make_schedule(owner, agent, cron="0 8 * * *")
         spend(owner.pk, "200.00", at=DEC_10 - timedelta(days=3))
-        ledger.reserve(owner.pk, run_id=5, amount=Decimal("1.00"))  # judged at admission: 80 % of month
+        alerts.admit_one(owner.pk, run_id=5, amount=Decimal("1.00"))  # judged at admission: 80 % of month
         body = owner_api.get("/budget").json()
     assert body["alerts"]["crossed"] == [
         {"period": "month", "threshold": 80, "at": (DEC_10 - timedelta(hours=1)).isoformat()},

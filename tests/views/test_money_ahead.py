@@ -13,7 +13,7 @@ import pytest
 import time_machine
 from django.test import Client
 
-from accounting import ledger
+from accounting import alerts
 from accounting.models import AccountingEvent, OwnerBudget
 from schedules import services
 from schedules.models import RevisionRequest, ScheduleRevision
@@ -162,7 +162,7 @@ def test_the_admin_pins_a_cap_after_reviewing_it(admin_client, owner, agent):
 
 
 def test_a_crossed_threshold_shows_in_the_top_bar_of_every_page(owner, owner_client):
-    ledger.reserve(owner.pk, run_id=1, amount=Decimal("20.50"))  # 82 % of the day
+    alerts.admit_one(owner.pk, run_id=1, amount=Decimal("20.50"))  # 82 % of the day
     for path in ("/", "/budget/", "/settings/", "/conversations/"):
         assert "80 % of today\u2019s budget used" in html.unescape(owner_client.get(path).text), path
 
