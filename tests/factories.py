@@ -20,15 +20,14 @@ from schedules import services
 from schedules.models import Occurrence, Schedule
 from schedules.schemas import parse_create
 
+PASSWORD = "correct horse battery staple"  # every user make_user makes
 _counter = itertools.count(1)
 
 
 def make_user(
     username: str | None = None, *, staff: bool = False, pin: bool = False, tz: str = "UTC"
 ) -> User:
-    user = User.objects.create_user(
-        username or f"user{next(_counter)}", password="correct horse battery staple"
-    )
+    user = User.objects.create_user(username or f"user{next(_counter)}", password=PASSWORD)
     if staff:
         user.is_staff = True
         user.save(update_fields=["is_staff"])

@@ -72,10 +72,10 @@ def shoot(page: Any, name: str, *, readme: bool = False, full_page: bool = True)
     return path
 
 
-def sign_in(page: Any, base: str, username: str, *, admin: bool = False) -> None:
+def sign_in(page: Any, base: str, username: str, *, admin: bool = False, password: str = PASSWORD) -> None:
     page.goto(f"{base}{'/admin/login/' if admin else '/login/'}")
     page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_label("Password").fill(password)
     page.locator("[type=submit]").click()
     page.wait_for_load_state()
 

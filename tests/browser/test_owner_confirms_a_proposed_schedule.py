@@ -11,8 +11,8 @@ import re
 import pytest
 
 from schedules.models import Proposal, Schedule
-from tests.browser.conftest import LAPTOP, serious_violations, shoot
-from tests.factories import make_assistant, make_user
+from tests.browser.conftest import LAPTOP, serious_violations, shoot, sign_in
+from tests.factories import PASSWORD, make_assistant, make_user
 from tests.scheduler.conftest import process_env, read_log, spawn  # noqa: F401  (fixtures)
 
 pytestmark = [
@@ -20,8 +20,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True, reset_sequences=True),
 ]
-
-PASSWORD = "correct horse battery staple"  # tests.factories.make_user
 
 
 def test_the_owner_confirms_the_schedule_the_assistant_proposed(browser, live_server, spawn):  # noqa: F811
@@ -31,11 +29,7 @@ def test_the_owner_confirms_the_schedule_the_assistant_proposed(browser, live_se
     base = live_server.url
     context = browser.new_context(viewport=LAPTOP, color_scheme="light")
     page = context.new_page()
-    page.goto(f"{base}/login/")
-    page.get_by_label("Username").fill("olga")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.locator("[type=submit]").click()
-    page.wait_for_load_state()
+    sign_in(page, base, "olga", password=PASSWORD)
 
     page.goto(f"{base}/conversations/new/")
     page.get_by_label("Message").fill("every weekday at 7:30 brief me on AI news")

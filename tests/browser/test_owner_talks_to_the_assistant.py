@@ -11,8 +11,8 @@ import pytest
 
 from runs.models import Run
 from schedules.models import Schedule
-from tests.browser.conftest import LAPTOP, PHONE, serious_violations, shoot
-from tests.factories import chat_creates_at_once, make_agent, make_assistant, make_user
+from tests.browser.conftest import LAPTOP, PHONE, serious_violations, shoot, sign_in
+from tests.factories import PASSWORD, chat_creates_at_once, make_agent, make_assistant, make_user
 from tests.scheduler.conftest import process_env, read_log, spawn  # noqa: F401  (fixtures)
 
 pytestmark = [
@@ -20,16 +20,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True, reset_sequences=True),
 ]
-
-PASSWORD = "correct horse battery staple"  # tests.factories.make_user
-
-
-def _sign_in(page, base: str) -> None:
-    page.goto(f"{base}/login/")
-    page.get_by_label("Username").fill("olga")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.locator("[type=submit]").click()
-    page.wait_for_load_state()
 
 
 def test_the_owner_creates_a_schedule_in_chat_and_is_refused_a_bigger_budget(browser, live_server, spawn):  # noqa: F811
@@ -40,7 +30,7 @@ def test_the_owner_creates_a_schedule_in_chat_and_is_refused_a_bigger_budget(bro
     base = live_server.url
     context = browser.new_context(viewport=LAPTOP, color_scheme="light")
     page = context.new_page()
-    _sign_in(page, base)
+    sign_in(page, base, "olga", password=PASSWORD)
 
     page.goto(f"{base}/conversations/")
     assert "No conversations" in page.locator("main").inner_text()
@@ -107,7 +97,7 @@ def test_the_owner_creates_a_schedule_in_chat_and_is_refused_a_bigger_budget(bro
 
     phone = browser.new_context(viewport=PHONE, color_scheme="light", is_mobile=True)
     page = phone.new_page()
-    _sign_in(page, base)
+    sign_in(page, base, "olga", password=PASSWORD)
     page.goto(conversation_url)
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     page.locator(".schedule-card").first.scroll_into_view_if_needed()
@@ -124,7 +114,7 @@ def test_stop_cancels_a_slow_answer_without_javascript(browser, live_server, spa
     spawn("qcluster")
     context = browser.new_context(viewport=LAPTOP, java_script_enabled=False)
     page = context.new_page()
-    _sign_in(page, live_server.url)
+    sign_in(page, live_server.url, "olga", password=PASSWORD)
     page.goto(f"{live_server.url}/conversations/new/")
     page.get_by_label("Agent").select_option("slowpoke")
     page.get_by_label("Message").fill("Take your time: delay=30")

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from runs.models import Run
-from tests.browser.conftest import LAPTOP, PHONE, serious_violations, shoot
-from tests.factories import make_agent, make_user
+from tests.browser.conftest import LAPTOP, PHONE, serious_violations, shoot, sign_in
+from tests.factories import PASSWORD, make_agent, make_user
 from tests.scheduler.conftest import process_env, read_log, spawn  # noqa: F401  (fixtures)
 
 pytestmark = [
@@ -23,8 +23,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True, reset_sequences=True),
 ]
-
-PASSWORD = "correct horse battery staple"  # tests.factories.make_user
 
 
 def _first_text_at(found: dict[str, float], stop: threading.Event) -> None:
@@ -47,11 +45,7 @@ def test_the_answer_grows_on_the_page_while_the_run_is_in_flight(browser, live_s
     base = live_server.url
     context = browser.new_context(viewport=LAPTOP, color_scheme="light")
     page = context.new_page()
-    page.goto(f"{base}/login/")
-    page.get_by_label("Username").fill("olga")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.locator("[type=submit]").click()
-    page.wait_for_load_state()
+    sign_in(page, base, "olga", password=PASSWORD)
 
     page.goto(f"{base}/conversations/new/")
     page.get_by_label("Agent").select_option("slow-writer")

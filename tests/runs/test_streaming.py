@@ -485,12 +485,8 @@ def _wait(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-
         time.sleep(0.02)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_stop_closes_a_generating_stream_within_a_second_and_what_it_generated_is_charged(owner):
-    # The simulator writes its answer over 30 s (sim-slow, delay=30).
-    agent = make_agent("slow", model="sim-slow")
-    run = start_interactive_run(owner.pk, agent, "Take your time: delay=30")
-    claim_run(run)
+def _driven(run: Run) -> threading.Event:
+    """Drive the claimed run on a thread of its own, as a worker does; set when it has ended."""
     ended = threading.Event()
 
     def drive() -> None:
@@ -501,6 +497,16 @@ def test_stop_closes_a_generating_stream_within_a_second_and_what_it_generated_i
             ended.set()
 
     threading.Thread(target=drive, daemon=True).start()
+    return ended
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_closes_a_generating_stream_within_a_second_and_what_it_generated_is_charged(owner):
+    # The simulator writes its answer over 30 s (sim-slow, delay=30).
+    agent = make_agent("slow", model="sim-slow")
+    run = start_interactive_run(owner.pk, agent, "Take your time: delay=30")
+    claim_run(run)
+    ended = _driven(run)
     _wait(lambda: Run.objects.filter(pk=run.pk).exclude(partial_text="").exists())
     stopped = time.monotonic()
     assert cancel_run(Run.objects.get(pk=run.pk))
@@ -523,16 +529,7 @@ def test_the_answer_grows_on_the_run_and_in_the_api_at_most_once_a_second(owner)
     agent = make_agent("slow", model="sim-slow")
     run = start_interactive_run(owner.pk, agent, "Write slowly: delay=3.5")  # ~14 words over 3.5 s
     claim_run(run)
-    ended = threading.Event()
-
-    def drive() -> None:
-        try:
-            execute_run(Run.objects.get(pk=run.pk), sleep=lambda s: None)
-        finally:
-            connection.close()  # this thread's own connection
-            ended.set()
-
-    threading.Thread(target=drive, daemon=True).start()
+    ended = _driven(run)
     seen: list[str] = []
     in_api: list[str] = []
     while not ended.wait(0.05):
