@@ -122,3 +122,18 @@ def test_the_ledger_check_catches_a_write_outside_accounting():
     assert LEDGER_WRITES.search('cursor.execute("INSERT INTO accounting_ledgerentry VALUES (...)")')
     assert LEDGER_WRITES.search("UPDATE accounting_spendrollup SET amount = amount + 1")
     assert not LEDGER_WRITES.search("LedgerEntry.objects.filter(run_id=1)")
+
+
+# A path in backticks, as the code map writes one: `runs/watch.py`, `schedules/notices/`.
+MAP_PATH = re.compile(r"`((?:accounting|runs|schedules|config|templates|tests|docs)/[\w./-]*)`")
+
+
+def test_every_path_the_code_map_names_exists():
+    # The README's map and docs/architecture.md are how a newcomer finds a module: a moved or
+    # renamed file must take its name there with it.
+    named = []
+    for doc in (ROOT / "README.md", ROOT / "docs" / "architecture.md"):
+        named += [(doc.name, path) for path in MAP_PATH.findall(doc.read_text())]
+    assert len(named) > 20  # the map is there to be checked
+    missing = [f"{doc}: {path}" for doc, path in named if not (ROOT / path.rstrip("/")).exists()]
+    assert missing == []
