@@ -19,3 +19,9 @@ class InputByKind:
     @property
     def cache_write_tokens(self) -> int:
         return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+
+class TokensByKind(InputByKind):
+    """And all output, reasoning among it: what a price sheet charges a call for (runs.pricing)."""
+
+    output_tokens: int

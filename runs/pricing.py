@@ -3,7 +3,7 @@
 Providers bill token kinds at different prices: uncached input, input read from the cache, input
 written to the cache (Anthropic: for 5 minutes or for an hour), and output (reasoning included).
 Some price the whole request higher above a size (Anthropic's long-context tier). A `PriceSheet`
-holds one model's prices per kind and its tiers, and computes a call's cost from its `Usage`.
+holds one model's prices per kind and its tiers, and computes a call's cost from its tokens by kind.
 
 Where the sheet comes from: the agent's own prices per kind (`Agent.prices`: self-hosted and
 unknown models, or a negotiated rate), else the price catalogue of the maintained `genai-prices`
@@ -19,12 +19,10 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accounting.money import PRICE_PLACES, format_money, parse_money
-
-if TYPE_CHECKING:  # runs.providers imports the models, which import this module
-    from runs.providers.base import Usage
+from accounting.tokens import TokensByKind
 
 # Every kind a price can be given for, in the order people read them; reasoning is billed as output.
 KINDS = ("input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
@@ -116,7 +114,7 @@ class PriceSheet:
                 chosen = rates
         return chosen
 
-    def charge(self, usage: Usage) -> Charge:
+    def charge(self, usage: TokensByKind) -> Charge:
         rates = self.rates(usage.input_tokens)
         counts = {
             "input": usage.uncached_input_tokens,
@@ -127,7 +125,7 @@ class PriceSheet:
         }
         return Charge({kind: Decimal(count) * rates.of(kind) / MILLION for kind, count in counts.items()})
 
-    def cost(self, usage: Usage) -> Decimal:
+    def cost(self, usage: TokensByKind) -> Decimal:
         return self.charge(usage).total
 
     def worst_input_rate(self, input_bound: int, kinds: tuple[str, ...]) -> Decimal:

@@ -113,6 +113,74 @@ def test_imports_point_one_way_and_the_domain_never_imports_a_surface():
     assert violations(all_project_imports()) == []
 
 
+def import_graph(all_imports: list[Import], modules: set[str]) -> dict[str, set[str]]:
+    """Which of our modules each module imports, at module level or inside a function (a late
+    import is a cycle with its seatbelt on). Importing `a.b.c` runs `a.b`'s __init__ too, so the
+    packages above a target count, except the importer's own (Python is already inside those)."""
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for imp in all_imports:
+        target = imp.target
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if not target or target == imp.module:
+            continue
+        graph[imp.module].add(target)
+        package = target.rpartition(".")[0]
+        while package:
+            if package in modules and not imp.module.startswith(package + "."):
+                graph[imp.module].add(package)
+            package = package.rpartition(".")[0]
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a loop (Tarjan's strongly
+    connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_two_modules_import_each_other_even_inside_a_function():
+    modules = {module_name(path) for path in source_files()}
+    assert cycles(import_graph(all_project_imports(), modules)) == []
+
+
+def test_the_cycle_check_catches_a_late_import_back():
+    modules = {"accounting.ledger", "accounting.alerts", "accounting.models"}
+    imports = [
+        Import("accounting.alerts", "accounting.ledger.summarize", 1),
+        Import("accounting.ledger", "accounting.alerts", 200),  # inside a function
+        Import("accounting.ledger", "accounting.models.LedgerEntry", 3),
+    ]
+    assert cycles(import_graph(imports, modules)) == [["accounting.alerts", "accounting.ledger"]]
+
+
 @pytest.mark.parametrize(
     ("module", "target", "problem"),
     [
@@ -120,7 +188,7 @@ def test_imports_point_one_way_and_the_domain_never_imports_a_surface():
         ("runs.runtime", "schedules.services", "runs sits below schedules"),
         ("schedules.services", "schedules.tasks", "the domain never imports a surface"),
         (
-            "schedules.selectors.words",
+            "schedules.words",
             "schedules.templatetags.dashboard",
             "the domain never imports a surface",
         ),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
-from accounting.tokens import InputByKind
+from accounting.tokens import TokensByKind
 from runs.failures import Diagnostics
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_.\-:/\[\]]{1,64}")
@@ -81,7 +81,7 @@ class ModelRequest:
 
 
 @dataclass(frozen=True)
-class Usage(InputByKind):
+class Usage(TokensByKind):
     """What one call used, by the kinds providers bill apart (docs/contract.md#usage-by-kind).
     `input_tokens` is all input, and the cache counts are parts of it; `output_tokens` is all output,
     reasoning included. `reported_cost`: what the provider says it charged (OpenRouter)."""

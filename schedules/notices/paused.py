@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounting.models import AccountingEvent
 from accounting.selectors import owner_timezone
 from runs.failures import Failure
-from schedules import selectors
+from schedules import words
 from schedules.models import Notice, NotificationSettings, PauseEvent
 from schedules.notices.message import Message
 
@@ -102,7 +102,7 @@ def pause_notice(event: PauseEvent) -> Message:
             "-created_at", "-id"
         )[: max(event.failures_at_event, 1)]
     )
-    sentence = selectors.pause_explanation(schedule, event, accounted, {}, tz)
+    sentence = words.pause_explanation(schedule, event, accounted, {}, tz)
     tripped = [e for e in accounted if e.failure][: event.failures_at_event]
     failures = [
         {"run_id": e.run_id, "scheduled_for": e.payload.get("scheduled_for"), **(e.failure or {})}
@@ -112,9 +112,9 @@ def pause_notice(event: PauseEvent) -> Message:
     lines = [sentence, "", f"Failures counted: {event.failures_at_event} of {event.failure_limit}."]
     zone = zoneinfo.ZoneInfo(tz)
     for accounted_event in reversed(tripped):
-        words = Failure.from_payload(accounted_event.failure)
+        failure = Failure.from_payload(accounted_event.failure)
         when = datetime.fromisoformat(accounted_event.payload["scheduled_for"]).astimezone(zone)
-        classification = words.long if words else ""
+        classification = failure.long if failure else ""
         lines.append(f"- {when:%-d %b %H:%M} {when.tzname()}, run {accounted_event.run_id}: {classification}")
     lines += [
         "",

@@ -26,7 +26,7 @@ from schedules.selectors.schedules import (
     schedule_list,
     status_panel,
 )
-from schedules.selectors.words import count_sentence, pause_explanation
+from schedules.words import count_sentence, pause_explanation
 
 __all__ = [
     "Change",

@@ -37,7 +37,7 @@ from schedules.selectors.requests import (
     resume_advice,
     schedule_requests,
 )
-from schedules.selectors.words import FAILURES_NAMED, count_sentence, pause_explanation, pause_summary
+from schedules.words import FAILURES_NAMED, count_sentence, pause_explanation, pause_summary
 
 PER_PAGE = 25
 REVISIONS_SHOWN = 20
