@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from accounting.selectors import owner_timezone
 from runs.limits import field_errors
+from runs.models import Agent, Run
 from runs.providers.base import ToolCall, ToolSpec
-
-if TYPE_CHECKING:
-    from runs.models import Agent, Run
 
 
 class ToolError(Exception):
