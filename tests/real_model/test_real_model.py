@@ -215,7 +215,7 @@ def test_a_tool_call_streamed_by_the_real_server_runs_and_the_run_then_answers(o
     # as streamed tool-call deltas, assembled, run, and once the tool budget is spent the owed
     # synthesis-only turn (tool_choice none) writes the answer.
     local_agent.tools = ["clock.now"]
-    local_agent.max_output_tokens = 40
+    local_agent.max_output_tokens = 32  # room for the call's markup (~24 tokens), no more
     local_agent.save()
 
     run, tap = _run(
