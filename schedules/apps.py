@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, pre_delete
 
 
 class SchedulesConfig(AppConfig):
@@ -24,6 +24,9 @@ class SchedulesConfig(AppConfig):
         late_usage_recorded.connect(_record_late_usage, dispatch_uid="schedules.record_late_usage")
         thresholds_crossed.connect(budget.queue, dispatch_uid="schedules.queue_budget_notice")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
+        pre_delete.connect(
+            _forget_forecast, sender="schedules.Schedule", dispatch_uid="schedules.forget_forecast"
+        )
         register_schedule_tools()
 
 
@@ -61,3 +64,10 @@ def _record_late_usage(sender: Any, run: Any, usage: dict[str, Any], **kwargs: A
     if "occurrence_id" not in run.conversation.metadata:
         return  # not a scheduled occurrence's run (a delegated child shares its conversation)
     record_late_usage(run, usage)
+
+
+def _forget_forecast(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A schedule deleted (with its owner, or by a test) leaves the forecast in the same transaction."""
+    from schedules.forecast import table
+
+    table.forget([instance.pk])
