@@ -1,21 +1,20 @@
-"""What the owner's schedules will cost this month (docs/contract.md#money-the-owner-sees-coming).
+"""What the owner's schedules will cost this month, within the ceilings (docs/contract.md#forecast).
 
-A schedule's forecast for the owner's current calendar month: `expected` = its spend so far + its
-remaining fires x the median cost of its last 20 completed runs (its `max_cost` when it has none);
-`worst` = spend so far + remaining fires x `max_cost`; both capped by its `monthly_cap`. A paused or
-completed schedule has no remaining fires. The month's forecast adds the remaining part of each
-active schedule's to everything spent this month, and finds the first date on which the expected
-spend reaches the monthly ceiling.
+Admission refuses a run that does not fit, so the month is simulated day by day in the owner's zone
+(schedules.forecast.simulation): each day at most what the daily ceiling leaves, the month at most
+the monthly ceiling, each schedule at most its monthly cap, each run at most its cost limit. The
+forecast says what will be spent (expected: each run at its schedule's expected cost; worst: each at
+its cost limit), when the monthly ceiling is reached, on how many days the daily ceiling stops runs,
+and how many runs are refused or skipped, from which schedules.
 
-Fires are counted per date from the cron's fields (hours x minutes on each matching date), not by
-walking every slot: a schedule firing every minute has 43,000 fires in a month, and the budget page
-must not walk them. Today's fires are walked (at most 1,440). A daylight-saving change moves a fire
-or merges two; the count per date ignores that (a forecast, not a bill).
+Its inputs are read from the owner's ForecastGroup rows (a few, kept current by
+schedules.forecast.table), not from their schedules: an owner with 10,000 schedules has a few
+dozen groups. The budget page, a schedule's page, the proposal card and the API all read this
+module, so they say the same.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -27,30 +26,48 @@ from accounting import ledger
 from accounting.ledger import ZERO, month_bounds
 from accounting.models import OwnerBudget, owner_zone
 from accounting.selectors import cost_this_month, owner_timezone
-from runs.models import Run
-from schedules import recurrence
-from schedules.models import Occurrence, Schedule, ScheduleRevision
+from schedules.forecast.cadence import Cadence, MonthFires
+from schedules.forecast.inputs import GroupKey
+from schedules.forecast.simulation import CostsNeeded, Lot, LotRun, MonthRun, Share, simulate
+from schedules.forecast.table import cadence_of, fires_of, key_of
+from schedules.models import ForecastGroup, ForecastInput, Schedule
 
-RECENT_RUNS = 20  # the runs whose median cost is a schedule's expected cost per fire
 SHOWN = 25  # schedules in the budget page's table
+STOPPED_SHOWN = 5  # schedules named as the ones whose runs are refused or skipped
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Runs from now to the month's end: due (the schedule's fires), admitted, refused by a
+    ceiling, skipped at a monthly cap."""
+
+    due: int = 0
+    run: int = 0
+    refused: int = 0
+    skipped: int = 0
+
+    @property
+    def stopped(self) -> int:
+        return self.refused + self.skipped
 
 
 @dataclass(frozen=True)
 class Forecast:
-    """One schedule's month: spent so far, expected and worst at month end, its cap, and the
-    remaining fires by owner-local date with what each is expected to cost."""
+    """One schedule's month: spent so far; expected and worst at the month's end within the ceilings
+    and its cap; its expected cost per run and its cost limit; its runs from now in both cases."""
 
     spent: Decimal
     expected: Decimal
     worst: Decimal
     monthly_cap: Decimal | None
-    per_fire: Decimal  # expected cost of one fire
+    per_fire: Decimal
     max_cost: Decimal
-    fires: dict[date, int] = field(default_factory=dict)
+    runs: Runs = Runs()
+    worst_runs: Runs = Runs()
 
     @property
     def remaining_fires(self) -> int:
-        return sum(self.fires.values())
+        return self.runs.due
 
     @property
     def cap_used(self) -> int | None:
@@ -61,13 +78,56 @@ class Forecast:
 
 
 @dataclass(frozen=True)
+class Named:
+    """A schedule as the forecast names it."""
+
+    pk: int
+    title: str
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A schedule whose runs the ceilings refuse or its cap skips (expected case)."""
+
+    schedule: Named
+    refused: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class Extra:
+    """A schedule not yet created (a proposal): its cadence and the cost limit the policy pins. With
+    no completed run yet, each of its runs is expected to cost its cost limit."""
+
+    cadence: Cadence
+    max_cost: Decimal
+
+
+@dataclass(frozen=True)
 class MonthForecast:
+    """The owner's month: spent so far, expected and worst at its end within the ceilings, the dates
+    the monthly ceiling is reached (None: not this month), the days left (today included) and on how
+    many the daily ceiling stops runs, the runs in both cases, and (`named`) the schedules whose runs
+    are refused or skipped, (`table`) the SHOWN schedules expected to spend most from now, (`extra`)
+    the proposed schedule's own forecast within this month."""
+
     spent: Decimal
     expected: Decimal
     worst: Decimal
     ceiling: Decimal
+    daily_ceiling: Decimal
     ceiling_reached_on: date | None
-    schedules: list[tuple[Planned, Forecast]] = field(default_factory=list)  # the active ones
+    worst_reached_on: date | None
+    days_left: int
+    daily_days: int
+    worst_daily_days: int
+    runs: Runs
+    worst_runs: Runs
+    active: int  # active schedules (with `extra`, it too)
+    stopped: list[Stopped] = field(default_factory=list)
+    stopped_count: int = 0  # schedules with runs refused or skipped
+    largest: list[tuple[Named, Forecast]] = field(default_factory=list)
+    extra: Forecast | None = None
 
     @property
     def coming(self) -> Decimal:
@@ -79,271 +139,425 @@ class MonthForecast:
         return self.worst - self.expected
 
     @property
-    def largest(self) -> list[tuple[Planned, Forecast]]:
-        """The schedules expected to spend most this month, for a table that stays short."""
-        return sorted(self.schedules, key=lambda pair: (-pair[1].expected, pair[0].title))[:SHOWN]
+    def not_shown(self) -> int:
+        return max(0, self.active - len(self.largest))
 
     @property
-    def not_shown(self) -> int:
-        return max(0, len(self.schedules) - SHOWN)
+    def schedules(self) -> bool:
+        return self.active > 0
+
+    @property
+    def stopped_more(self) -> int:
+        """Schedules with runs refused or skipped beyond those named."""
+        return max(0, self.stopped_count - len(self.stopped))
 
     def share(self, amount: Decimal) -> int:
         """`amount` as a percentage of the ceiling, for the bar (at most 100)."""
         return min(100, int(amount * 100 / self.ceiling)) if self.ceiling > 0 else 100
 
 
-@dataclass(frozen=True)
-class Planned:
-    """What a forecast needs of a schedule and its revision in force: read as plain values for an
-    owner with thousands of schedules (a model instance each costs more than the forecast)."""
+@dataclass
+class _Members:
+    """A group's members in member order (ids, expected costs per run, titles), read when a ceiling
+    cuts into the group."""
 
-    pk: int
-    title: str
-    kind: str
-    status: str
-    next_occurrence_at: datetime | None
-    cron: str
-    timezone: str
-    max_cost: Decimal
-    monthly_cap: Decimal | None
+    ids: list[int]
+    costs: list[Decimal]
+    titles: list[str]
 
 
-def planned_of(schedule: Schedule) -> Planned | None:
-    revision = schedule.current_revision
-    if revision is None:
-        return None
-    return Planned(
-        pk=schedule.pk,
-        title=schedule.title,
-        kind=schedule.kind,
-        status=schedule.status,
-        next_occurrence_at=schedule.next_occurrence_at,
-        cron=revision.cron,
-        timezone=revision.timezone,
-        max_cost=revision.run_limits.max_cost,
-        monthly_cap=revision.monthly_cap,
-    )
+class OwnerMonth:
+    """One owner's month as read once (their budget, their forecast groups, the spend of capped
+    schedules) and simulated as often as a page needs: as it is, with a proposed schedule, for one
+    schedule. Two to four queries in all."""
 
+    def __init__(
+        self,
+        owner_id: int,
+        *,
+        now: datetime | None = None,
+        budget: OwnerBudget | None = None,
+        summary: ledger.BudgetSummary | None = None,
+        spent_of: list[int] | None = None,
+    ) -> None:
+        """`spent_of`: schedules whose spend this month is read with the capped ones' (one query)."""
+        self.owner_id = owner_id
+        self.now = now or timezone.now()
+        budget = budget or ledger.budget_row(owner_id)
+        self.summary = summary or ledger.summarize(owner_id, now=self.now, budget=budget)
+        self.zone_name = owner_timezone(budget)
+        zone = owner_zone(self.zone_name)
+        self.today = self.now.astimezone(zone).date()
+        _, end = month_bounds(self.today, zone)
+        self.days = [self.today + timedelta(days=i) for i in range((end.date() - self.today).days)]
+        self.groups = list(ForecastGroup.objects.filter(owner_id=owner_id).order_by("pk"))
+        wanted = {g.solo for g in self.groups if g.solo} | set(spent_of or [])
+        self.spent = {pk: ZERO for pk in wanted}
+        if wanted:
+            self.spent.update(cost_this_month(owner_id, wanted, self.zone_name, now=self.now))
+        self.fires = [self._fires(g).left(self.now) for g in self.groups]
+        self.members: dict[int, _Members] | None = None
+        self._runs: dict[tuple[Extra | None, bool], tuple[MonthRun, list[Lot], int | None]] = {}
 
-def _planned_active(owner_id: int) -> list[Planned]:
-    """The owner's active schedules as Planned, in one query of plain values."""
-    rows = (
-        Schedule.objects.filter(
-            owner_id=owner_id, status=Schedule.Status.ACTIVE, current_revision__isnull=False
+    def _fires(self, group: ForecastGroup) -> MonthFires:
+        if group.day == self.today and group.owner_timezone == self.zone_name:
+            return MonthFires(group.day.replace(day=1), tuple(group.fires), group.day, tuple(group.today))
+        # The tick has not moved this owner on to today yet (a minute after midnight at most).
+        return fires_of(cadence_of(group), day=self.today, zone_name=self.zone_name)
+
+    # -- simulating -------------------------------------------------------------------------------
+
+    def _lots(self, extra: Extra | None) -> tuple[list[Lot], int | None]:
+        """The lots, and the index of the lot `extra` joins (as its last member) if given."""
+        joins = None
+        if extra is not None:
+            wanted = GroupKey(extra.cadence, extra.max_cost, None, 0)
+            joins = next((i for i, g in enumerate(self.groups) if key_of(g) == wanted), None)
+        lots = []
+        for index, group in enumerate(self.groups):
+            members = group.members
+            total = group.per_fire_sum
+            costs: list[Decimal] | None = [total] if members == 1 else None
+            if self.members is not None and group.pk in self.members:
+                costs = list(self.members[group.pk].costs)
+            if index == joins and extra is not None:
+                members, total = members + 1, total + extra.max_cost
+                costs = None if costs is None else [*costs, extra.max_cost]
+            lots.append(
+                Lot(
+                    order=(group.first_minute, group.max_cost, cadence_of(group).key, group.solo),
+                    max_cost=group.max_cost,
+                    members=members,
+                    per_fire_sum=total,
+                    fires=self.fires[index],
+                    monthly_cap=group.monthly_cap,
+                    spent=self.spent.get(group.solo, ZERO) if group.solo else ZERO,
+                    costs=costs,
+                )
+            )
+        if extra is not None and joins is None:
+            joins = len(lots)
+            fires = fires_of(extra.cadence, day=self.today, zone_name=self.zone_name).left(self.now)
+            order = (_first_minute(extra.cadence), extra.max_cost, extra.cadence.key, 0)
+            lots.append(Lot(order, extra.max_cost, 1, extra.max_cost, fires, costs=[extra.max_cost]))
+        return lots, joins
+
+    def run(
+        self, extra: Extra | None = None, *, worst: bool = False
+    ) -> tuple[MonthRun, list[Lot], int | None]:
+        """The month simulated (with `extra`), its lots, and the lot `extra` is in."""
+        key = (extra, worst)
+        if key not in self._runs:
+            while True:
+                lots, joins = self._lots(extra)
+                try:
+                    found = simulate(
+                        lots,
+                        days=self.days,
+                        spent_today=self.summary.spent_today,
+                        spent_month=self.summary.spent_month,
+                        daily=self.summary.daily_ceiling,
+                        monthly=self.summary.monthly_ceiling,
+                        worst=worst,
+                    )
+                except CostsNeeded:
+                    if self.members is not None:
+                        raise
+                    self._read_members()
+                    continue
+                self._runs[key] = (found, lots, joins)
+                break
+        return self._runs[key]
+
+    def _read_members(self) -> None:
+        """Every shared group's members in member order, with their costs and titles (one query);
+        needed only when a ceiling cuts into a group of several schedules."""
+        several = [g.pk for g in self.groups if g.members > 1]
+        self.members = {pk: _Members([], [], []) for pk in several}
+        rows = (
+            ForecastInput.objects.filter(group_id__in=several)
+            .order_by("group_id", "schedule_id")
+            .values_list("group_id", "schedule_id", "per_fire", "schedule__title")
         )
-        .order_by("title", "id")
-        .values_list(
-            "pk",
-            "title",
-            "kind",
-            "next_occurrence_at",
-            "current_revision__cron",
-            "current_revision__timezone",
-            "current_revision__limits__max_cost",
-            "current_revision__monthly_cap",
+        for group_id, schedule_id, per_fire, title in rows:
+            members = self.members[group_id]
+            members.ids.append(schedule_id)
+            members.costs.append(per_fire)
+            members.titles.append(title)
+
+    # -- the month ----------------------------------------------------------------------------------
+
+    def month(self, *, extra: Extra | None = None, named: bool = False, table: bool = False) -> MonthForecast:
+        """The month (with `extra`); `named`: the schedules whose runs are stopped, by name; `table`:
+        the SHOWN schedules expected to spend most from now (two more queries)."""
+        found, lots, joins = self.run(extra)
+        worst, _, _ = self.run(extra, worst=True)
+        spent = self.summary.spent_month
+        due = sum(lot.members * sum(lot.fires.values()) for lot in lots)
+        stopped: list[Stopped] = []
+        count = 0
+        largest: list[tuple[Named, Forecast]] = []
+        if named or table:
+            names = self._names(found, shown=SHOWN if table else 0)
+            stopped, count = self._stopped(found, lots, names) if named else ([], 0)
+            largest = self._largest(found, worst, lots, names) if table else []
+        return MonthForecast(
+            spent=spent,
+            expected=spent + found.spend,
+            worst=spent + worst.spend,
+            ceiling=self.summary.monthly_ceiling,
+            daily_ceiling=self.summary.daily_ceiling,
+            ceiling_reached_on=found.reached_on,
+            worst_reached_on=worst.reached_on,
+            days_left=len(self.days),
+            daily_days=len(found.daily_days),
+            worst_daily_days=len(worst.daily_days),
+            runs=Runs(due, found.runs, found.refused, found.skipped),
+            worst_runs=Runs(due, worst.runs, worst.refused, worst.skipped),
+            active=sum(g.members for g in self.groups) + (1 if extra is not None else 0),
+            stopped=stopped,
+            stopped_count=count,
+            largest=largest,
+            extra=self._extra(extra, lots, joins) if extra is not None else None,
         )
-    )
-    return [
-        Planned(pk, title, kind, Schedule.Status.ACTIVE, next_at, cron, tz, Decimal(str(cost)), cap)
-        for pk, title, kind, next_at, cron, tz, cost, cap in rows
-    ]
+
+    def _extra(self, extra: Extra, lots: list[Lot], joins: int | None) -> Forecast:
+        assert joins is not None
+        found, _, _ = self.run(extra)
+        worst, _, _ = self.run(extra, worst=True)
+        lot = lots[joins]
+        position = lot.members - 1
+        expected = found.lots[joins].member(lot, position, extra.max_cost)
+        at_worst = worst.lots[joins].member(lot, position, extra.max_cost)
+        return Forecast(
+            spent=ZERO,
+            expected=expected.spend,
+            worst=at_worst.spend,
+            monthly_cap=None,
+            per_fire=extra.max_cost,
+            max_cost=extra.max_cost,
+            runs=_runs_of(expected),
+            worst_runs=_runs_of(at_worst),
+        )
+
+    # -- naming schedules ---------------------------------------------------------------------------
+
+    def _names(self, found: MonthRun, *, shown: int) -> dict[int, list[tuple[int, Decimal, str]]]:
+        """Members to name, by lot index: (schedule id, cost per run, title), in member order when the
+        lot's members were read (a lot cut by a ceiling), else its `shown` dearest (at least one, so
+        every lot can be named). One query, none when every lot's members were read."""
+        names: dict[int, list[tuple[int, Decimal, str]]] = {}
+        ask: dict[int, int] = {}  # group id -> lot index
+        for index, group in enumerate(self.groups):
+            if self.members is not None and group.pk in self.members:
+                members = self.members[group.pk]
+                names[index] = list(zip(members.ids, members.costs, members.titles, strict=True))
+            elif shown or found.lots[index].refused or found.lots[index].skipped:
+                ask[group.pk] = index
+        if ask:
+            sql = f"""
+                SELECT i.group_id, i.schedule_id, i.per_fire, s.title FROM unnest(%s::bigint[]) AS g(id)
+                CROSS JOIN LATERAL (
+                    SELECT schedule_id, group_id, per_fire FROM "{ForecastInput._meta.db_table}"
+                    WHERE group_id = g.id ORDER BY per_fire DESC, schedule_id LIMIT %s
+                ) AS i
+                JOIN "{Schedule._meta.db_table}" s ON s.id = i.schedule_id"""  # noqa: S608 - model metadata
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [list(ask), max(shown, 1)])
+                for group_id, schedule_id, per_fire, title in cursor.fetchall():
+                    names.setdefault(ask[group_id], []).append((schedule_id, per_fire, title))
+        return names
+
+    def _stopped(
+        self,
+        found: MonthRun,
+        lots: list[Lot],
+        names: dict[int, list[tuple[int, Decimal, str]]],
+    ) -> tuple[list[Stopped], int]:
+        """The STOPPED_SHOWN schedules with the most runs refused or skipped, and how many have any.
+        In a group a ceiling cuts into, its last members in member order are stopped first; a
+        proposed schedule is counted, not named."""
+        candidates: list[Stopped] = []
+        count = 0
+        for index, lot in enumerate(lots):
+            run = found.lots[index]
+            if not (run.refused or run.skipped):
+                continue
+            count += _stopped_members(run, lot)
+            named = names.get(index, [])
+            if lot.members == 1:
+                if named:
+                    candidates.append(Stopped(Named(named[0][0], named[0][2]), run.refused, run.skipped))
+                continue
+            for position in range(lot.members - 1, max(lot.members - 1 - STOPPED_SHOWN, -1), -1):
+                if position < len(named):  # (a proposed schedule is the last member, with no name)
+                    schedule_id, cost, title = named[position]
+                    share = run.member(lot, position, cost)
+                    if share.refused:
+                        candidates.append(Stopped(Named(schedule_id, title), share.refused, 0))
+        candidates.sort(key=lambda s: (-(s.refused + s.skipped), s.schedule.title, s.schedule.pk))
+        return candidates[:STOPPED_SHOWN], count
+
+    def _largest(
+        self,
+        found: MonthRun,
+        worst: MonthRun,
+        lots: list[Lot],
+        names: dict[int, list[tuple[int, Decimal, str]]],
+    ) -> list[tuple[Named, Forecast]]:
+        """The SHOWN schedules expected to spend most from now, each with its forecast. Their spend
+        so far is read for them alone (one query), and their places in their groups only when a
+        ceiling cuts into a group whose members were not read in order (the worst case's)."""
+        picked: list[tuple[Decimal, str, int, int, int | None, Decimal]] = []
+        for index in range(len(self.groups)):
+            lot, run = lots[index], found.lots[index]
+            in_order = self.members is not None and self.groups[index].pk in self.members
+            for offset, (schedule_id, cost, title) in enumerate(names.get(index, [])):
+                # Read in member order (a cut group), the offset is the position; else every member
+                # of the group runs every run, whatever its position.
+                position = offset if in_order or lot.members == 1 else None
+                spend = run.member(lot, position or 0, cost).spend
+                picked.append((-spend, title, schedule_id, index, position, cost))
+        chosen = sorted(picked)[:SHOWN]
+        ids = [schedule_id for _, _, schedule_id, _, _, _ in chosen]
+        missing = [i for i in ids if i not in self.spent]
+        spent = {**self.spent, **cost_this_month(self.owner_id, missing, self.zone_name, now=self.now)}
+        unplaced = [
+            schedule_id
+            for _, _, schedule_id, index, position, _ in chosen
+            if position is None
+            and worst.lots[index].runs < lots[index].members * sum(lots[index].fires.values())
+        ]
+        places = {pk: place[2] for pk, place in _places(unplaced).items()}
+        return [
+            (
+                Named(schedule_id, title),
+                self._forecast(
+                    lots[index],
+                    index,
+                    position if position is not None else places.get(schedule_id, 0),
+                    cost,
+                    spent.get(schedule_id, ZERO),
+                    found,
+                    worst,
+                ),
+            )
+            for _, title, schedule_id, index, position, cost in chosen
+        ]
+
+    def _forecast(
+        self,
+        lot: Lot,
+        index: int,
+        position: int,
+        cost: Decimal,
+        spent: Decimal,
+        found: MonthRun,
+        worst: MonthRun,
+    ) -> Forecast:
+        expected = found.lots[index].member(lot, position, cost)
+        at_worst = worst.lots[index].member(lot, position, lot.max_cost)
+        return Forecast(
+            spent=spent,
+            expected=spent + expected.spend,
+            worst=spent + at_worst.spend,
+            monthly_cap=lot.monthly_cap,
+            per_fire=cost,
+            max_cost=lot.max_cost,
+            runs=_runs_of(expected),
+            worst_runs=_runs_of(at_worst),
+        )
+
+    # -- one schedule ---------------------------------------------------------------------------------
+
+    def schedule(self, schedule: Schedule) -> Forecast:
+        """One schedule's month within the owner's (one more query: its place in its group)."""
+        spent = self.spent.get(schedule.pk)
+        if spent is None:
+            spent = cost_this_month(self.owner_id, [schedule.pk], self.zone_name, now=self.now).get(
+                schedule.pk, ZERO
+            )
+        revision = schedule.current_revision
+        cap = revision.monthly_cap if revision is not None else None
+        max_cost = revision.run_limits.max_cost if revision is not None else ZERO
+        place = _places([schedule.pk]).get(schedule.pk)
+        if place is None:  # not active: nothing more this month
+            return Forecast(spent, spent, spent, cap, max_cost, max_cost)
+        group_id, per_fire, position = place
+        index = next((i for i, g in enumerate(self.groups) if g.pk == group_id), None)
+        if index is None:  # written since this month was read
+            return Forecast(spent, spent, spent, cap, per_fire, max_cost)
+        found, lots, _ = self.run()
+        worst, _, _ = self.run(worst=True)
+        return self._forecast(lots[index], index, position, per_fire, spent, found, worst)
 
 
-def _capped(amount: Decimal, spent: Decimal, cap: Decimal | None) -> Decimal:
-    return amount if cap is None else min(amount, max(cap, spent))
-
-
-def fires_left(
-    revision: ScheduleRevision | Planned | None,
-    *,
-    kind: str,
-    next_at: datetime | None,
-    now: datetime,
-    zone_name: str,
-) -> dict[date, int]:
-    """The fires from now to the end of the owner's month, by the owner-local date (`next_at`: a
-    one-time schedule's slot; a recurring one's fires follow from its cron and zone alone)."""
-    if revision is None:
-        return {}
-    zone = owner_zone(zone_name)
-    _, month_end = month_bounds(now.astimezone(zone).date(), zone)
-    if kind == Schedule.Kind.ONE_TIME:
-        return {next_at.astimezone(zone).date(): 1} if next_at and now <= next_at < month_end else {}
-    cron = recurrence.parse_cron(revision.cron)
-    own = recurrence.parse_timezone(revision.timezone)
-    fires: dict[date, int] = {}
-    # The rest of today (the schedule's today) slot by slot, then whole days by the cron's fields.
-    tomorrow = datetime.combine(now.astimezone(own).date() + timedelta(days=1), datetime.min.time(), own)
-    today_ends = min(tomorrow, month_end)
-    for slot in recurrence.slots_between(cron, own, now, today_ends):
-        if slot < today_ends:  # (now, today_ends]: midnight belongs to the days below
-            day = slot.astimezone(zone).date()
-            fires[day] = fires.get(day, 0) + 1
-    per_day = len(cron.hours) * len(cron.minutes)
-    day = tomorrow.date()
-    while datetime.combine(day, datetime.min.time(), own) < month_end:
-        if day.day in cron.days_in(day.year, day.month):
-            local = datetime.combine(day, datetime.min.time(), own).astimezone(zone).date()
-            fires[local] = fires.get(local, 0) + per_day
-        day += timedelta(days=1)
-    return fires
-
-
-def per_fire_costs(schedule_ids: list[int]) -> dict[int, Decimal]:
-    """The median cost of each schedule's last RECENT_RUNS completed runs (one query; a schedule
-    with none is absent). Reads each schedule's newest occurrences by its index, however many it has."""
+def _places(schedule_ids: list[int]) -> dict[int, tuple[int, Decimal, int]]:
+    """Each active schedule's group, expected cost per run and position among the group's members
+    (one query; none for no schedule)."""
     if not schedule_ids:
         return {}
+    table = ForecastInput._meta.db_table
     sql = f"""
-        SELECT s.id, recent.cost FROM unnest(%s::bigint[]) AS s(id)
-        CROSS JOIN LATERAL (
-            SELECT r.cost FROM "{Occurrence._meta.db_table}" o
-            JOIN "{Run._meta.db_table}" r ON r.id = o.run_id
-            WHERE o.schedule_id = s.id AND o.outcome = %s
-            ORDER BY o.scheduled_for DESC LIMIT %s
-        ) AS recent"""  # noqa: S608 - table names from model metadata
-    costs: dict[int, list[Decimal]] = {}
+        SELECT i.schedule_id, i.group_id, i.per_fire, (
+            SELECT count(*) FROM "{table}" j WHERE j.group_id = i.group_id AND j.schedule_id < i.schedule_id
+        ) FROM "{table}" i WHERE i.schedule_id = ANY(%s)"""  # noqa: S608 - model metadata
     with connection.cursor() as cursor:
-        cursor.execute(sql, [schedule_ids, Occurrence.Outcome.COMPLETED, RECENT_RUNS])
-        for schedule_id, cost in cursor.fetchall():
-            costs.setdefault(schedule_id, []).append(cost)
-    return {
-        key: Decimal(statistics.median(values)).quantize(Decimal("0.000001")) for key, values in costs.items()
-    }
+        cursor.execute(sql, [schedule_ids])
+        return {int(pk): (int(group), cost, int(position)) for pk, group, cost, position in cursor.fetchall()}
 
 
-def forecast_of(
-    *,
-    spent: Decimal,
-    max_cost: Decimal,
-    monthly_cap: Decimal | None,
-    per_fire: Decimal | None,
-    fires: dict[date, int],
-) -> Forecast:
-    count = sum(fires.values())
-    unit = per_fire if per_fire is not None else max_cost
-    return Forecast(
-        spent=spent,
-        expected=_capped(spent + count * unit, spent, monthly_cap),
-        worst=_capped(spent + count * max_cost, spent, monthly_cap),
-        monthly_cap=monthly_cap,
-        per_fire=unit,
-        max_cost=max_cost,
-        fires=fires,
-    )
+def _runs_of(share: Share) -> Runs:
+    return Runs(share.due, share.runs, share.refused, share.skipped)
 
 
-def schedule_forecasts(
-    owner_id: int, schedules: list[Schedule], *, now: datetime | None = None, zone_name: str | None = None
-) -> dict[int, Forecast]:
-    """Each schedule's forecast (their revisions are read if not already): three queries in all."""
-    planned = [p for p in (planned_of(s) for s in schedules) if p is not None]
-    return forecasts_of(owner_id, planned, now=now, zone_name=zone_name)
+def _stopped_members(run: LotRun, lot: Lot) -> int:
+    """How many of a lot's members have a run refused or skipped: member j has one on a day with
+    `fires` each when fewer than (j + 1) x fires of the lot's runs were admitted that day."""
+    if lot.members == 1:
+        return 1
+    first = lot.members
+    for day, fires in lot.fires.items():
+        if fires:
+            first = min(first, run.admitted.get(day, 0) // fires)
+    return lot.members - first
 
 
-def forecasts_of(
-    owner_id: int,
-    planned: list[Planned],
-    *,
-    now: datetime | None = None,
-    zone_name: str | None = None,
-    all_spend: bool = False,
-) -> dict[int, Forecast]:
-    """The forecasts of `planned` (two queries: their spend this month, with `all_spend` read for every
-    schedule of the owner instead of by id, and their recent runs' median)."""
-    now = now or timezone.now()
-    zone_name = zone_name or owner_timezone(owner_id)
-    spent = cost_this_month(owner_id, None if all_spend else [p.pk for p in planned], zone_name, now=now)
-    per_fire = per_fire_costs([p.pk for p in planned if p.status == Schedule.Status.ACTIVE])
-    found: dict[int, Forecast] = {}
-    # A recurring schedule's fires from now on depend only on its cron and zone: an owner with
-    # thousands of schedules has a few distinct ones, each counted once.
-    counted: dict[tuple[str, str], dict[date, int]] = {}
-    for plan in planned:
-        if plan.status != Schedule.Status.ACTIVE:
-            fires: dict[date, int] = {}
-        elif plan.kind == Schedule.Kind.RECURRING:
-            key = (plan.cron, plan.timezone)
-            if key not in counted:
-                counted[key] = fires_left(plan, kind=plan.kind, next_at=None, now=now, zone_name=zone_name)
-            fires = counted[key]
-        else:
-            fires = fires_left(
-                plan, kind=plan.kind, next_at=plan.next_occurrence_at, now=now, zone_name=zone_name
-            )
-        found[plan.pk] = forecast_of(
-            spent=spent.get(plan.pk, ZERO),
-            max_cost=plan.max_cost,
-            monthly_cap=plan.monthly_cap,
-            per_fire=per_fire.get(plan.pk),
-            fires=fires,
-        )
-    return found
-
-
-def reached_on(start: Decimal, ceiling: Decimal, forecasts: list[Forecast]) -> date | None:
-    """The first date on which `start` plus each schedule's expected fires, placed on their dates and
-    each stopped at its cap, reaches `ceiling`; None if it does not this month."""
-    if start >= ceiling:
-        return None if ceiling <= 0 else date.min
-    by_date: dict[date, Decimal] = {}
-    # Forecasts that share their fires (one cron) and run to the month's end uncapped add up per
-    # fire first: thousands of schedules cost a few passes over the month's dates.
-    uncapped: dict[int, tuple[dict[date, int], Decimal]] = {}
-    for forecast in forecasts:
-        if forecast.monthly_cap is None:
-            fires, unit = uncapped.get(id(forecast.fires), (forecast.fires, ZERO))
-            uncapped[id(forecast.fires)] = (fires, unit + forecast.per_fire)
-            continue
-        room = forecast.expected - forecast.spent
-        for day in sorted(forecast.fires):
-            amount = min(room, forecast.fires[day] * forecast.per_fire)
-            if amount <= 0:
-                break
-            by_date[day] = by_date.get(day, ZERO) + amount
-            room -= amount
-    for fires, unit in uncapped.values():
-        for day, count in fires.items():
-            by_date[day] = by_date.get(day, ZERO) + count * unit
-    total = start
-    for day in sorted(by_date):
-        total += by_date[day]
-        if total >= ceiling:
-            return day
-    return None
+def _first_minute(cadence: Cadence) -> int:
+    try:
+        return cadence.first_minute
+    except ValueError:
+        return 0
 
 
 def month_forecast(
     owner_id: int,
     *,
     now: datetime | None = None,
-    extra: Forecast | None = None,
     budget: OwnerBudget | None = None,
     summary: ledger.BudgetSummary | None = None,
+    named: bool = True,
+    table: bool = False,
 ) -> MonthForecast:
-    """The owner's month: everything spent (schedules and interactive runs) plus the remaining part of
-    each active schedule's expected and worst; `extra` adds a schedule not yet created (a proposal).
-    A page passes the `budget` and `summary` it already read (three more queries then)."""
-    now = now or timezone.now()
-    budget = budget or ledger.budget_row(owner_id)
-    summary = summary or ledger.summarize(owner_id, now=now, budget=budget)
-    zone_name = owner_timezone(budget)
-    schedules = _planned_active(owner_id)
-    by_schedule = forecasts_of(owner_id, schedules, now=now, zone_name=zone_name, all_spend=True)
-    forecasts = list(by_schedule.values())
-    if extra is not None:
-        forecasts.append(extra)
-    spent = summary.spent_month
-    expected = spent + sum((f.expected - f.spent for f in forecasts), ZERO)
-    worst = spent + sum((f.worst - f.spent for f in forecasts), ZERO)
-    found = reached_on(spent, summary.monthly_ceiling, forecasts)
-    if found == date.min:  # reached already
-        found = now.astimezone(owner_zone(zone_name)).date()
-    return MonthForecast(
-        spent=spent,
-        expected=expected,
-        worst=worst,
-        ceiling=summary.monthly_ceiling,
-        ceiling_reached_on=found,
-        schedules=[(s, by_schedule[s.pk]) for s in schedules if s.pk in by_schedule],
-    )
+    """The owner's month as it stands (a page passes the `budget` and `summary` it already read)."""
+    return OwnerMonth(owner_id, now=now, budget=budget, summary=summary).month(named=named, table=table)
+
+
+def schedule_forecast(
+    schedule: Schedule,
+    *,
+    now: datetime | None = None,
+    budget: OwnerBudget | None = None,
+    summary: ledger.BudgetSummary | None = None,
+) -> Forecast:
+    """One schedule's month, within the owner's (the same simulation as the budget page's)."""
+    if schedule.status != Schedule.Status.ACTIVE:  # nothing more this month: its spend alone
+        budget = budget or ledger.budget_row(schedule.owner_id)
+        zone_name = owner_timezone(budget)
+        spent = cost_this_month(schedule.owner_id, [schedule.pk], zone_name, now=now).get(schedule.pk, ZERO)
+        revision = schedule.current_revision
+        cap = revision.monthly_cap if revision is not None else None
+        max_cost = revision.run_limits.max_cost if revision is not None else ZERO
+        return Forecast(spent, spent, spent, cap, max_cost, max_cost)
+    month = OwnerMonth(schedule.owner_id, now=now, budget=budget, summary=summary, spent_of=[schedule.pk])
+    return month.schedule(schedule)

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from accounting.models import OwnerBudget
 from runs.models import Run
-from schedules import services
+from schedules import forecast, services
 from schedules.execution import materialize_due
 from schedules.forecast import table
 from schedules.models import ForecastGroup, ForecastInput, ForecastState, Schedule
@@ -101,6 +101,21 @@ def test_a_schedule_paused_by_its_failures_leaves_the_forecast(owner, agent):
     assert schedule.status == "paused"
     assert schedule.pk not in assert_current(owner.pk).inputs
     assert not ForecastGroup.objects.filter(owner=owner).exists()  # an empty group goes
+
+
+def test_the_tick_moves_the_owner_on_to_a_new_day_and_the_pages_read_around_it(owner, agent):
+    with time_machine.travel(datetime(2026, 12, 10, 20, 0, tzinfo=UTC), tick=False):  # 22:00 in Riga
+        make_schedule(owner, agent, cron="30 * * * *")
+    after_midnight = datetime(2026, 12, 10, 22, 10, tzinfo=UTC)  # 00:10 on Dec 11
+    with time_machine.travel(after_midnight, tick=False):
+        before = forecast.month_forecast(owner.pk)  # the rows are still Dec 10's: read around them
+        assert ForecastState.objects.get(owner=owner).day == date(2026, 12, 10)
+        materialize_due(enqueue=lambda ids: None, now=after_midnight)
+        assert ForecastState.objects.get(owner=owner).day == date(2026, 12, 11)
+        assert forecast.month_forecast(owner.pk) == before
+    assert_current(owner.pk)
+    # 24 runs a day of USD 5: the daily ceiling (USD 25) admits 5; from 00:30 on Dec 11 to the 31st.
+    assert before.runs.due == 21 * 24 and before.runs.run <= 5 * 21
 
 
 def test_a_new_month_and_a_new_zone_are_the_ticks_too(owner, agent):
