@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -154,6 +155,17 @@ class MonthForecast:
     def share(self, amount: Decimal) -> int:
         """`amount` as a percentage of the ceiling, for the bar (at most 100)."""
         return min(100, int(amount * 100 / self.ceiling)) if self.ceiling > 0 else 100
+
+
+@dataclass(frozen=True)
+class Name:
+    """A member of a group, named: its schedule's id, expected cost per run, title, and position in
+    the group (None: not read, the group runs every run)."""
+
+    pk: int
+    cost: Decimal
+    title: str
+    position: int | None
 
 
 @dataclass
@@ -298,7 +310,7 @@ class OwnerMonth:
         count = 0
         largest: list[tuple[Named, Forecast]] = []
         if named or table:
-            names = self._names(found, shown=SHOWN if table else 0)
+            names = self._names(found, lots, shown=SHOWN if table else 0)
             stopped, count = self._stopped(found, lots, names) if named else ([], 0)
             largest = self._largest(found, worst, lots, names) if table else []
         return MonthForecast(
@@ -342,37 +354,69 @@ class OwnerMonth:
 
     # -- naming schedules ---------------------------------------------------------------------------
 
-    def _names(self, found: MonthRun, *, shown: int) -> dict[int, list[tuple[int, Decimal, str]]]:
-        """Members to name, by lot index: (schedule id, cost per run, title), in member order when the
-        lot's members were read (a lot cut by a ceiling), else its `shown` dearest (at least one, so
-        every lot can be named). One query, none when every lot's members were read."""
-        names: dict[int, list[tuple[int, Decimal, str]]] = {}
-        ask: dict[int, int] = {}  # group id -> lot index
+    def _names(self, found: MonthRun, lots: list[Lot], *, shown: int) -> dict[int, list[Name]]:
+        """Members to name, by lot index: (schedule id, cost per run, title, position). A lot whose
+        members were read (a ceiling cut into it) names them all, in member order; a lot of one
+        schedule names it (for the table, or when its runs are stopped); of the other lots, which run
+        every run, the `shown` dearest across them all are named, ranked in the database (their
+        position does not matter). One query, none when there is nothing to name."""
+        names: dict[int, list[Name]] = {}
+        dearest: list[tuple[int, int, int]] = []  # group id, lot index, one member's runs due
+        single: list[tuple[int, int]] = []  # group id, lot index
         for index, group in enumerate(self.groups):
+            run = found.lots[index]
             if self.members is not None and group.pk in self.members:
                 members = self.members[group.pk]
-                names[index] = list(zip(members.ids, members.costs, members.titles, strict=True))
-            elif shown or found.lots[index].refused or found.lots[index].skipped:
-                ask[group.pk] = index
-        if ask:
-            sql = f"""
-                SELECT i.group_id, i.schedule_id, i.per_fire, s.title FROM unnest(%s::bigint[]) AS g(id)
-                CROSS JOIN LATERAL (
-                    SELECT schedule_id, group_id, per_fire FROM "{ForecastInput._meta.db_table}"
-                    WHERE group_id = g.id ORDER BY per_fire DESC, schedule_id LIMIT %s
-                ) AS i
-                JOIN "{Schedule._meta.db_table}" s ON s.id = i.schedule_id"""  # noqa: S608 - model metadata
-            with connection.cursor() as cursor:
-                cursor.execute(sql, [list(ask), max(shown, 1)])
-                for group_id, schedule_id, per_fire, title in cursor.fetchall():
-                    names.setdefault(ask[group_id], []).append((schedule_id, per_fire, title))
+                names[index] = [
+                    Name(pk, cost, title, position)
+                    for position, (pk, cost, title) in enumerate(
+                        zip(members.ids, members.costs, members.titles, strict=True)
+                    )
+                ]
+            elif group.members == 1:
+                if shown or run.refused or run.skipped:
+                    single.append((group.pk, index))
+            elif shown:
+                dearest.append((group.pk, index, sum(lots[index].fires.values())))
+        if not (dearest or single):
+            return names
+        inputs, schedules = ForecastInput._meta.db_table, Schedule._meta.db_table
+        sql = f"""
+            (SELECT g.idx, i.schedule_id, i.per_fire, s.title, NULL::integer
+             FROM unnest(%s::bigint[], %s::integer[], %s::integer[]) AS g(id, idx, due)
+             CROSS JOIN LATERAL (
+                 SELECT schedule_id, per_fire FROM "{inputs}" WHERE group_id = g.id
+                 ORDER BY per_fire DESC, schedule_id LIMIT %s
+             ) AS i
+             JOIN "{schedules}" s ON s.id = i.schedule_id
+             ORDER BY i.per_fire * g.due DESC, i.schedule_id LIMIT %s)
+            UNION ALL
+            (SELECT g.idx, i.schedule_id, i.per_fire, s.title, 0
+             FROM unnest(%s::bigint[], %s::integer[]) AS g(id, idx)
+             CROSS JOIN LATERAL (
+                 SELECT schedule_id, per_fire FROM "{inputs}" WHERE group_id = g.id LIMIT 1
+             ) AS i
+             JOIN "{schedules}" s ON s.id = i.schedule_id)"""  # noqa: S608 - model metadata
+        params: list[Any] = [
+            [d[0] for d in dearest],
+            [d[1] for d in dearest],
+            [d[2] for d in dearest],
+            shown,
+            shown,
+            [s[0] for s in single],
+            [s[1] for s in single],
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for index, schedule_id, per_fire, title, position in cursor.fetchall():
+                names.setdefault(index, []).append(Name(schedule_id, per_fire, title, position))
         return names
 
     def _stopped(
         self,
         found: MonthRun,
         lots: list[Lot],
-        names: dict[int, list[tuple[int, Decimal, str]]],
+        names: dict[int, list[Name]],
     ) -> tuple[list[Stopped], int]:
         """The STOPPED_SHOWN schedules with the most runs refused or skipped, and how many have any.
         In a group a ceiling cuts into, its last members in member order are stopped first; a
@@ -385,16 +429,19 @@ class OwnerMonth:
                 continue
             count += _stopped_members(run, lot)
             named = names.get(index, [])
-            if lot.members == 1:
-                if named:
-                    candidates.append(Stopped(Named(named[0][0], named[0][2]), run.refused, run.skipped))
+            if len(named) == 1 and named[0].position == 0:  # a group of one (a proposal may join it)
+                share = run.member(lot, 0, named[0].cost)
+                if share.refused or share.skipped:
+                    candidates.append(
+                        Stopped(Named(named[0].pk, named[0].title), share.refused, share.skipped)
+                    )
                 continue
             for position in range(lot.members - 1, max(lot.members - 1 - STOPPED_SHOWN, -1), -1):
                 if position < len(named):  # (a proposed schedule is the last member, with no name)
-                    schedule_id, cost, title = named[position]
-                    share = run.member(lot, position, cost)
+                    name = named[position]
+                    share = run.member(lot, position, name.cost)
                     if share.refused:
-                        candidates.append(Stopped(Named(schedule_id, title), share.refused, 0))
+                        candidates.append(Stopped(Named(name.pk, name.title), share.refused, 0))
         candidates.sort(key=lambda s: (-(s.refused + s.skipped), s.schedule.title, s.schedule.pk))
         return candidates[:STOPPED_SHOWN], count
 
@@ -403,7 +450,7 @@ class OwnerMonth:
         found: MonthRun,
         worst: MonthRun,
         lots: list[Lot],
-        names: dict[int, list[tuple[int, Decimal, str]]],
+        names: dict[int, list[Name]],
     ) -> list[tuple[Named, Forecast]]:
         """The SHOWN schedules expected to spend most from now, each with its forecast. Their spend
         so far is read for them alone (one query), and their places in their groups only when a
@@ -411,13 +458,12 @@ class OwnerMonth:
         picked: list[tuple[Decimal, str, int, int, int | None, Decimal]] = []
         for index in range(len(self.groups)):
             lot, run = lots[index], found.lots[index]
-            in_order = self.members is not None and self.groups[index].pk in self.members
-            for offset, (schedule_id, cost, title) in enumerate(names.get(index, [])):
-                # Read in member order (a cut group), the offset is the position; else every member
-                # of the group runs every run, whatever its position.
-                position = offset if in_order or lot.members == 1 else None
-                spend = run.member(lot, position or 0, cost).spend
-                picked.append((-spend, title, schedule_id, index, position, cost))
+            for name in names.get(index, []):
+                if name.position is None:  # every run of the group runs: what it spends is plain
+                    spend = name.cost * sum(lot.fires.values())
+                else:
+                    spend = run.member(lot, name.position, name.cost).spend
+                picked.append((-spend, name.title, name.pk, index, name.position, name.cost))
         chosen = sorted(picked)[:SHOWN]
         ids = [schedule_id for _, _, schedule_id, _, _, _ in chosen]
         missing = [i for i in ids if i not in self.spent]
