@@ -207,7 +207,9 @@ class OwnerMonth:
         self.spent = {pk: ZERO for pk in wanted}
         if wanted:
             self.spent.update(cost_this_month(owner_id, wanted, self.zone_name, now=self.now))
-        self.fires = [self._fires(g).left(self.now) for g in self.groups]
+        first = self.today.replace(day=1)
+        month_days = [first + timedelta(days=i) for i in range((end.date() - first).days)]
+        self.fires = [self._fires(g).left(self.now, month_days) for g in self.groups]
         self.members: dict[int, _Members] | None = None
         self._runs: dict[tuple[Extra | None, bool], tuple[MonthRun, list[Lot], int | None]] = {}
 
@@ -305,7 +307,6 @@ class OwnerMonth:
         found, lots, joins = self.run(extra)
         worst, _, _ = self.run(extra, worst=True)
         spent = self.summary.spent_month
-        due = sum(lot.members * sum(lot.fires.values()) for lot in lots)
         stopped: list[Stopped] = []
         count = 0
         largest: list[tuple[Named, Forecast]] = []
@@ -324,8 +325,8 @@ class OwnerMonth:
             days_left=len(self.days),
             daily_days=len(found.daily_days),
             worst_daily_days=len(worst.daily_days),
-            runs=Runs(due, found.runs, found.refused, found.skipped),
-            worst_runs=Runs(due, worst.runs, worst.refused, worst.skipped),
+            runs=Runs(found.due, found.runs, found.refused, found.skipped),
+            worst_runs=Runs(worst.due, worst.runs, worst.refused, worst.skipped),
             active=sum(g.members for g in self.groups) + (1 if extra is not None else 0),
             stopped=stopped,
             stopped_count=count,
@@ -382,14 +383,15 @@ class OwnerMonth:
             return names
         inputs, schedules = ForecastInput._meta.db_table, Schedule._meta.db_table
         sql = f"""
-            (SELECT g.idx, i.schedule_id, i.per_fire, s.title, NULL::integer
-             FROM unnest(%s::bigint[], %s::integer[], %s::integer[]) AS g(id, idx, due)
-             CROSS JOIN LATERAL (
-                 SELECT schedule_id, per_fire FROM "{inputs}" WHERE group_id = g.id
-                 ORDER BY per_fire DESC, schedule_id LIMIT %s
-             ) AS i
-             JOIN "{schedules}" s ON s.id = i.schedule_id
-             ORDER BY i.per_fire * g.due DESC, i.schedule_id LIMIT %s)
+            (SELECT r.idx, r.schedule_id, r.per_fire, s.title, NULL::integer FROM (
+                SELECT g.idx, i.schedule_id, i.per_fire
+                FROM unnest(%s::bigint[], %s::integer[], %s::integer[]) AS g(id, idx, due)
+                CROSS JOIN LATERAL (
+                    SELECT schedule_id, per_fire FROM "{inputs}" WHERE group_id = g.id
+                    ORDER BY per_fire DESC, schedule_id LIMIT %s
+                ) AS i
+                ORDER BY i.per_fire * g.due DESC, i.schedule_id LIMIT %s
+             ) AS r JOIN "{schedules}" s ON s.id = r.schedule_id)
             UNION ALL
             (SELECT g.idx, i.schedule_id, i.per_fire, s.title, 0
              FROM unnest(%s::bigint[], %s::integer[]) AS g(id, idx)
@@ -564,7 +566,7 @@ def _stopped_members(run: LotRun, lot: Lot) -> int:
         return 1
     first = lot.members
     for day, fires in lot.fires.items():
-        if fires:
+        if fires and day not in run.whole:
             first = min(first, run.admitted.get(day, 0) // fires)
     return lot.members - first
 

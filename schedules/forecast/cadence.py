@@ -65,16 +65,18 @@ class MonthFires:
     day: date
     today: tuple[int, ...]
 
-    def left(self, now: datetime) -> dict[date, int]:
-        """The fires from `now` (on `day`) to the month's end, by owner-local date."""
+    def left(self, now: datetime, dates: list[date] | None = None) -> dict[date, int]:
+        """The fires from `now` (on `day`) to the month's end, by owner-local date (`dates`: the days
+        of the month, if the caller has them at hand)."""
         after = now.timestamp()
         found: dict[date, int] = {}
         ahead = len(self.today) - bisect_left(self.today, after + 1e-6)
         if ahead:
             found[self.day] = ahead
-        for index in range((self.day - self.first).days + 1, len(self.per_day)):
-            if self.per_day[index]:
-                found[self.first + timedelta(days=index)] = self.per_day[index]
+        if dates is None:
+            dates = [self.first + timedelta(days=i) for i in range(len(self.per_day))]
+        start = (self.day - self.first).days + 1
+        found.update((day, n) for day, n in zip(dates[start:], self.per_day[start:], strict=True) if n)
         return found
 
 

@@ -66,24 +66,45 @@ class CostsNeeded(Exception):
 
 @dataclass
 class LotRun:
-    """What one lot does in the month: runs admitted per day, what they spend, runs refused by a
-    ceiling and runs skipped at the monthly cap."""
+    """What one lot does in the month: the runs it admits (every one on a day in `whole`, the days
+    no ceiling or cap cut into; `admitted` on the others, with what they spend, `cut_spend`), its runs
+    refused by a ceiling and skipped at the monthly cap. Its totals are worked out when asked: a page
+    asks for a few lots' only."""
 
+    lot: Lot
+    whole: set[date]
+    worst: bool
     admitted: dict[date, int] = field(default_factory=dict)
-    runs: int = 0
-    spend: Decimal = ZERO
+    cut_spend: Decimal = ZERO
     refused: int = 0
     skipped: int = 0
+
+    @property
+    def runs(self) -> int:
+        lot = self.lot
+        return sum(lot.members * f for d, f in lot.fires.items() if d in self.whole) + sum(
+            self.admitted.values()
+        )
+
+    @property
+    def spend(self) -> Decimal:
+        lot = self.lot
+        per_fire = lot.max_cost * lot.members if self.worst else lot.per_fire_sum
+        return per_fire * sum(f for d, f in lot.fires.items() if d in self.whole) + self.cut_spend
 
     def member(self, lot: Lot, position: int, cost: Decimal) -> Share:
         """The share of the member at `position` (0-based, member order) whose expected cost per run
         is `cost` (the worst case passes `max_cost`)."""
         if lot.members == 1:
             return Share(sum(lot.fires.values()), self.runs, self.spend, self.refused, self.skipped)
+        if not self.admitted:  # every day whole: each member runs every run
+            due = sum(lot.fires.values())
+            return Share(due, due, due * cost, 0, 0)
         due = runs = 0
         for day, fires in lot.fires.items():
             due += fires
-            runs += min(max(self.admitted.get(day, 0) - position * fires, 0), fires)
+            admitted = lot.members * fires if day in self.whole else self.admitted.get(day, 0)
+            runs += min(max(admitted - position * fires, 0), fires)
         return Share(due, runs, runs * cost, due - runs, 0)
 
 
@@ -101,12 +122,13 @@ class Share:
 
 @dataclass
 class MonthRun:
-    """The simulated rest of the month: what it adds to the month's spend, the runs admitted,
-    refused and skipped, the days on which the daily ceiling refuses a run, and the date the
-    monthly ceiling is reached (the day of the last run admitted before it first refuses one; the
+    """The simulated rest of the month: the runs due, what it adds to the month's spend, the runs
+    admitted, refused and skipped, the days on which the daily ceiling refuses a run, and the date
+    the monthly ceiling is reached (the day of the last run admitted before it first refuses one; the
     first day if it is reached already), or None."""
 
     lots: list[LotRun]
+    due: int = 0
     spend: Decimal = ZERO
     runs: int = 0
     refused: int = 0
@@ -127,8 +149,29 @@ def simulate(
     worst: bool = False,
 ) -> MonthRun:
     """Play `days` (owner-local, from today to the month's end) forward; `worst`: every run spends its
-    whole `max_cost`. Raises CostsNeeded when a ceiling cuts into a lot whose costs were not read."""
-    result = MonthRun([LotRun() for _ in lots])
+    whole `max_cost`. Raises CostsNeeded when a ceiling cuts into a lot whose costs were not read.
+
+    A day on which every lot's runs fit at once (the day's demand + the largest cost limit under
+    both ceilings, each capped lot's within its cap) is taken whole, without going lot by lot: an
+    owner whose ceilings are far away costs one pass over their lots' fires."""
+    whole: set[date] = set()
+    result = MonthRun([LotRun(lot, whole, worst) for lot in lots])
+    demand: dict[date, Decimal] = {}
+    due: dict[date, int] = {}
+    largest: dict[date, Decimal] = {}
+    smallest: dict[date, Decimal] = {}
+    capped = [i for i, lot in enumerate(lots) if lot.monthly_cap is not None]
+    for lot in lots:
+        per_fire = lot.max_cost * lot.members if worst else lot.per_fire_sum
+        limit = lot.max_cost
+        for day, fires in lot.fires.items():
+            if fires:
+                demand[day] = demand.get(day, ZERO) + per_fire * fires
+                due[day] = due.get(day, 0) + lot.members * fires
+                if limit > largest.get(day, ZERO):
+                    largest[day] = limit
+                if day not in smallest or limit < smallest[day]:
+                    smallest[day] = limit
     ordered = sorted(range(len(lots)), key=lambda i: lots[i].order)
     own = [lot.spent for lot in lots]
     month = spent_month
@@ -137,43 +180,82 @@ def simulate(
     last_admitted: date | None = None
     for index, day in enumerate(days):
         today = spent_today if index == 0 else ZERO
+        if day not in due:
+            continue
+        needed = demand[day] + largest[day]
+        if (
+            today + needed <= daily
+            and month + needed <= monthly
+            and all(_fits_whole(lots[i], day, own[i], worst) for i in capped)
+        ):
+            whole.add(day)
+            for i in capped:
+                own[i] += _per_fire(lots[i], worst) * lots[i].fires.get(day, 0)
+            month += demand[day]
+            result.runs += due[day]
+            result.spend += demand[day]
+            if demand[day]:
+                result.by_day[day] = demand[day]
+            last_admitted = day
+            continue
+        if not capped and (today + smallest[day] > daily or month + smallest[day] > monthly):
+            # No run of the day fits under a ceiling: every one is refused, for the daily ceiling
+            # if its cost limit does not fit under it, else for the monthly one.
+            for i, lot in enumerate(lots):
+                fires = lot.fires.get(day, 0)
+                if fires:
+                    result.lots[i].admitted[day] = 0
+                    result.lots[i].refused += lot.members * fires
+            result.refused += due[day]
+            if today + largest[day] > daily:
+                result.daily_days.append(day)
+            if today + smallest[day] <= daily and result.reached_on is None:
+                result.reached_on = last_admitted or days[0]
+            continue
         for i in ordered:
             lot = lots[i]
             fires = lot.fires.get(day, 0)
             if not fires:
                 continue
-            due = lot.members * fires
             runs, spend = _admit(lot, fires, today, month, own[i], daily, monthly, worst)
             run = result.lots[i]
+            run.admitted[day] = runs
             if runs:
-                run.admitted[day] = runs
                 last_admitted = day
-            run.runs += runs
-            run.spend += spend
+            run.cut_spend += spend
+            result.runs += runs
+            result.spend += spend
             if spend:
                 result.by_day[day] = result.by_day.get(day, ZERO) + spend
             today += spend
             month += spend
             own[i] += spend
-            if runs == due:
+            stopped = lot.members * fires - runs
+            if not stopped:
                 continue
-            stopped = due - runs
             limit = lot.max_cost
             if lot.monthly_cap is not None and own[i] + limit > lot.monthly_cap:
                 run.skipped += stopped
+                result.skipped += stopped
             else:
                 run.refused += stopped
+                result.refused += stopped
                 if today + limit > daily:
                     if not result.daily_days or result.daily_days[-1] != day:
                         result.daily_days.append(day)
                 elif result.reached_on is None:
                     result.reached_on = last_admitted or days[0]
-    for run in result.lots:
-        result.spend += run.spend
-        result.runs += run.runs
-        result.refused += run.refused
-        result.skipped += run.skipped
+    result.due = sum(due.get(day, 0) for day in days)
     return result
+
+
+def _per_fire(lot: Lot, worst: bool) -> Decimal:
+    return lot.max_cost * lot.members if worst else lot.per_fire_sum
+
+
+def _fits_whole(lot: Lot, day: date, own: Decimal, worst: bool) -> bool:
+    """Whether every run of a capped lot (one schedule) on `day` fits within its cap."""
+    return own + _per_fire(lot, worst) * lot.fires.get(day, 0) + lot.max_cost <= (lot.monthly_cap or ZERO)
 
 
 def _fit(room: Decimal, cost: Decimal, most: int) -> int:

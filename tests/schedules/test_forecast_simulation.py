@@ -169,12 +169,12 @@ def plain_simulation(
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
     now=st.sampled_from(NOWS),
     zone_name=st.sampled_from(ZONES),
-    daily=st.sampled_from([Decimal(v) for v in ("2.00", "5.00", "12.50", "20.00", "1000.00")]),
+    daily=st.sampled_from([Decimal(v) for v in ("2.00", "4.00", "5.00", "12.50", "20.00", "1000.00")]),
     monthly=st.sampled_from([Decimal(v) for v in ("10.00", "60.00", "250.00", "100000.00")]),
     spent_month=st.sampled_from([Decimal(v) for v in ("0", "4.00", "55.00", "300.00")]),
     worst=st.booleans(),
