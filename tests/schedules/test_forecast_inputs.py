@@ -9,7 +9,10 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from accounting.models import OwnerBudget
 from runs.models import Run
@@ -19,7 +22,7 @@ from schedules.forecast import table
 from schedules.models import ForecastGroup, ForecastInput, ForecastState, Schedule
 from schedules.schemas import parse_explicit, parse_update
 from tests.concurrency import race
-from tests.factories import finish, limits, make_schedule, make_user, materialize, run_due
+from tests.factories import finish, limits, make_agent, make_schedule, make_user, materialize, run_due
 
 pytestmark = pytest.mark.django_db
 
@@ -176,3 +179,21 @@ def test_one_owners_runs_completing_at_once_keep_the_inputs_exact(owner, agent, 
     assert sorted(cost for _, cost in stored.inputs.values()) == [
         Decimal("0.10") * (n + 1) for n in range(12)
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_fills_the_inputs_of_the_schedules_there_are():
+    before = [("schedules", "0010_money_the_owner_sees_coming")]
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("schedules")
+    owner = make_user("migrating-owner", tz="Europe/Riga")
+    try:
+        agent = make_agent("migrating-agent", model="sim-research")
+        make_schedule(owner, agent, title="Daily", cron="0 8 * * *")
+        make_schedule(owner, agent, title="Half-hourly", cron="*/30 * * * *")
+        MigrationExecutor(connection).migrate(before)
+        MigrationExecutor(connection).migrate(latest)
+        assert len(assert_current(owner.pk).inputs) == 2
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+        Schedule.objects.filter(owner=owner).delete()
+        User.objects.filter(pk=owner.pk).delete()
