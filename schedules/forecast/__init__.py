@@ -473,8 +473,7 @@ class OwnerMonth:
         unplaced = [
             schedule_id
             for _, _, schedule_id, index, position, _ in chosen
-            if position is None
-            and worst.lots[index].runs < lots[index].members * sum(lots[index].fires.values())
+            if position is None and _cut_partly(worst.lots[index], lots[index])
         ]
         places = {pk: place[2] for pk, place in _places(unplaced).items()}
         return [
@@ -557,6 +556,12 @@ def _places(schedule_ids: list[int]) -> dict[int, tuple[int, Decimal, int]]:
 
 def _runs_of(share: Share) -> Runs:
     return Runs(share.due, share.runs, share.refused, share.skipped)
+
+
+def _cut_partly(run: LotRun, lot: Lot) -> bool:
+    """Whether a ceiling cut into the lot's runs of a day after some were admitted: only then does a
+    member's share depend on its position (a day refused whole refuses every member alike)."""
+    return any(0 < admitted < lot.members * lot.fires.get(day, 0) for day, admitted in run.admitted.items())
 
 
 def _stopped_members(run: LotRun, lot: Lot) -> int:
