@@ -68,7 +68,7 @@ def test_every_page_says_the_month_stops_at_the_ceiling(browser, live_server):
             .get_attribute("aria-label")
             .startswith("USD 0.00 spent, USD 250.00")
         )
-        shoot(page, "budget-month-within-ceilings")
+        shoot(page, "budget-month-within-ceilings", readme=True)
         assert serious_violations(page) == []
 
         page.goto(f"{base}/schedules/{pipeline.pk}/")
@@ -83,7 +83,7 @@ def test_every_page_says_the_month_stops_at_the_ceiling(browser, live_server):
         assert "27 of its 27 runs would be refused by your ceilings" in words
         assert "the monthly ceiling is reached on Dec 16 with or without it" in words
         card.scroll_into_view_if_needed()
-        shoot(page, "proposal-card-within-ceilings")
+        shoot(page, "proposal-card-within-ceilings", readme=True)
         assert serious_violations(page) == []
 
         phone = signed_in(browser, base, owner, PHONE)
