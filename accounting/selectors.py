@@ -285,13 +285,7 @@ def daily_spend(
     first = today - timedelta(days=days - 1)
     start, end = day_bounds(first, zone)[0], day_bounds(today, zone)[1]
     mine = SpendRollup.objects.filter(owner_id=owner_id)
-    leaders = list(
-        mine.filter(key__gt=0, grain=rollups.MONTH, start__gte=rollups.month_of(start), start__lt=end)
-        .values("key")
-        .annotate(total=Sum("cost"))
-        .order_by("-total", "key")
-        .values_list("key", flat=True)[:top]
-    )
+    leaders = _leaders(mine, owner_id, zone, today, rollups.month_of(start), end, top)
     keys = [rollups.ALL, rollups.INTERACTIVE, *leaders]
     today_start = day_bounds(today, zone)[0]
     amounts = _past_days(owner_id, zone, keys, first, today)
@@ -305,6 +299,33 @@ def daily_spend(
 
 
 PAST_DAYS_SECONDS = 300
+
+
+def _leaders(
+    mine: QuerySet[SpendRollup],
+    owner_id: int,
+    zone: ZoneInfo,
+    today: date,
+    start: datetime,
+    end: datetime,
+    top: int,
+) -> list[int]:
+    """The `top` schedules that spent most in the UTC months from `start` to `end` (the colours of
+    the chart, not its amounts: "other schedules" takes whatever they leave). Ranking every
+    schedule's month rows costs the heaviest owner (10,000 schedules) 13 ms, so the ranking is kept
+    for PAST_DAYS_SECONDS like the past days' bars."""
+    name = f"spend-leaders:{owner_id}:{zone.key}:{today}:{top}"
+    leaders: list[int] | None = cache.get(name)
+    if leaders is None:
+        leaders = list(
+            mine.filter(key__gt=0, grain=rollups.MONTH, start__gte=start, start__lt=end)
+            .values("key")
+            .annotate(total=Sum("cost"))
+            .order_by("-total", "key")
+            .values_list("key", flat=True)[:top]
+        )
+        cache.set(name, leaders, PAST_DAYS_SECONDS)
+    return leaders
 
 
 def _past_days(

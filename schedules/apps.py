@@ -4,7 +4,7 @@ import os
 from typing import Any
 
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, pre_delete
 
 
 class SchedulesConfig(AppConfig):
@@ -25,6 +25,9 @@ class SchedulesConfig(AppConfig):
         run_finished.connect(_queue_completion_notice, dispatch_uid="schedules.queue_completion_notice")
         thresholds_crossed.connect(budget.queue, dispatch_uid="schedules.queue_budget_notice")
         post_migrate.connect(ensure_periodic_tasks, sender=self, dispatch_uid="schedules.periodic_tasks")
+        pre_delete.connect(
+            _forget_forecast, sender="schedules.Schedule", dispatch_uid="schedules.forget_forecast"
+        )
         register_schedule_tools()
         os.register_at_fork(after_in_child=forget_inherited_waker)
 
@@ -55,3 +58,10 @@ def _queue_completion_notice(sender: Any, run: Any, **kwargs: Any) -> None:
     ):
         return  # only a scheduled occurrence's completed run is announced
     completed.queue(run)
+
+
+def _forget_forecast(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A schedule deleted (with its owner, or by a test) leaves the forecast in the same transaction."""
+    from schedules.forecast import table
+
+    table.forget([instance.pk])

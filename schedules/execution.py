@@ -38,6 +38,7 @@ from runs.limits import InvalidLimits, RunLimits, validate_limits
 from runs.models import Agent, Conversation, Run, TranscriptEntry
 from runs.runtime import execute_run
 from schedules import bulk, recurrence
+from schedules.forecast import table as forecast_table
 from schedules.models import Occurrence, Schedule, ScheduleRevision
 from schedules.notices import capped as capped_notice
 from schedules.services import complete_schedules, pause_for_invalid_definition
@@ -88,6 +89,8 @@ def materialize_due(
     now = now or timezone.now()
     batch = batch or settings.SCHEDULE_TICK_BATCH
     report = TickReport()
+    # Time passing moves the forecast's inputs: owners whose day ended get the new day's fires.
+    forecast_table.move_on_due(now)
     unpausable: list[int] = []
     while True:
         with transaction.atomic():

@@ -21,6 +21,7 @@ LOCKED_TABLES = (
     "accounting_ownerbudget",
     "runs_run",
     "runs_conversation",
+    "schedules_forecaststate",
 )
 
 _COMMON = {
@@ -38,6 +39,11 @@ _COMMON = {
     "accounting_usagerollup": WRITE,
     "accounting_accountingevent": APPEND,
     "runs_agent": READ,
+    # The forecast's inputs: written with every schedule change (here and in the worker: the tick,
+    # a run's end, the chat tools), their writers queued on the owner's ForecastState row.
+    "schedules_forecaststate": FULL,
+    "schedules_forecastgroup": FULL,
+    "schedules_forecastinput": FULL,
 }
 
 ROLE_TABLES: dict[str, dict[str, tuple[str, ...]]] = {

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from accounting.models import AccountingEvent, AppendOnlyModel, BudgetAlert, MoneyField
@@ -631,3 +632,86 @@ class Proposal(models.Model):
     @property
     def title(self) -> str:
         return str(self.arguments.get("title", ""))
+
+
+# -- the forecast's inputs ------------------------------------------------------------------------
+
+
+class ForecastState(models.Model):
+    """Which owner-local day and zone an owner's forecast rows are for (schedules.forecast.table).
+    Every write to the owner's ForecastGroup and ForecastInput rows holds this row's lock, so they
+    change one writer at a time; the tick moves the rows on to the next day once `valid_until` (the
+    owner's next midnight) has passed, or at once when the owner's zone changed."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    timezone = models.CharField(max_length=64, help_text="The owner's zone the rows were computed in.")
+    day = models.DateField(help_text="The owner-local date the groups' `today` are for.")
+    valid_until = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["valid_until"], name="forecast_state_due")]
+
+    def __str__(self) -> str:
+        return f"forecast of owner {self.owner_id} for {self.day}"
+
+
+class ForecastGroup(models.Model):
+    """Active schedules the forecast simulates together (schedules.forecast.simulation): uncapped
+    ones with one cadence and cost limit (`solo` 0), or one capped schedule (`solo` its id). Kept
+    by schedules.forecast.table in the transaction of every change that moves it, so that the month's
+    forecast reads a few of these rows, however many schedules the owner has. `fires` counts one
+    member's fires on each owner-local day of the month of `day` (index 0: the 1st), `today` holds
+    the instants (epoch seconds) of its fires on `day`."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=Schedule.Kind.choices)
+    cron = models.CharField(max_length=120, blank=True)
+    timezone = models.CharField(max_length=64)
+    run_at = models.DateTimeField(null=True, blank=True)
+    max_cost = MoneyField()
+    monthly_cap = MoneyField(null=True, blank=True)
+    solo = models.BigIntegerField(default=0, help_text="The capped schedule's id; 0: uncapped schedules.")
+    members = models.PositiveIntegerField()
+    per_fire_sum = MoneyField(max_digits=20, help_text="The members' expected costs per run, summed.")
+    first_minute = models.PositiveSmallIntegerField()
+    day = models.DateField()
+    owner_timezone = models.CharField(max_length=64)
+    fires = ArrayField(models.PositiveIntegerField())
+    today = ArrayField(models.BigIntegerField())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "kind", "cron", "timezone", "run_at", "max_cost", "monthly_cap", "solo"],
+                name="forecast_group_unique",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(condition=models.Q(members__gte=1), name="forecast_group_has_members"),
+        ]
+
+    def __str__(self) -> str:
+        return f"forecast group {self.pk} of owner {self.owner_id} ({self.members} schedules)"
+
+
+class ForecastInput(models.Model):
+    """An active schedule's place in the forecast: its group, and its expected cost per run (the
+    median cost of its last 20 completed runs as accounted, at most its `max_cost`; `max_cost` when
+    it has none)."""
+
+    schedule = models.OneToOneField(Schedule, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    group = models.ForeignKey(ForecastGroup, on_delete=models.CASCADE, related_name="+")
+    per_fire = MoneyField()
+
+    class Meta:
+        indexes = [
+            # A group's members in order (the simulation's member order), and dearest first (the
+            # budget page's table of the schedules expected to spend most).
+            models.Index(fields=["group", "schedule"], include=["per_fire"], name="forecast_input_members"),
+            models.Index(fields=["group", "-per_fire", "schedule"], name="forecast_input_dearest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"forecast input of schedule {self.schedule_id}"

@@ -23,13 +23,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from accounting.ledger import ZERO
 from accounting.models import owner_zone
 from accounting.selectors import owner_timezone
 from runs.limits import RunLimits
 from runs.models import Agent, Conversation, Run
 from schedules import recurrence, services
-from schedules.forecast import Forecast, MonthForecast, fires_left, forecast_of, month_forecast
+from schedules.forecast import Extra, Forecast, MonthForecast, OwnerMonth
+from schedules.forecast.cadence import Cadence
 from schedules.models import NotificationSettings, Proposal, Schedule, ScheduleRevision
 from schedules.notices.channels import settings_for
 from schedules.schemas import InvalidSchedule, ScheduleCreate, parse_create
@@ -254,8 +254,8 @@ def confirm_from_message(
 @dataclass(frozen=True)
 class ProposalCard:
     """A proposal as the owner reads it: what would be created, what the policy would pin, and what
-    it would cost this month. `month` and `month_with` (the owner's month without and with it) are
-    worked out for an open proposal only."""
+    it would cost this month if created now, within the ceilings. `month` and `month_with` (the
+    owner's month without and with it) are given for an open proposal only."""
 
     proposal: Proposal
     status: str
@@ -287,6 +287,19 @@ class ProposalCard:
     @property
     def expires_at(self) -> datetime:
         return self.proposal.expires_at
+
+    @property
+    def more_stopped(self) -> int:
+        """How many more runs the ceilings would refuse (or caps skip) this month with it, its own
+        included."""
+        if self.month is None or self.month_with is None:
+            return 0
+        return self.month_with.runs.stopped - self.month.runs.stopped
+
+    @property
+    def others_stopped(self) -> int:
+        """Of those, the runs of the owner's other schedules."""
+        return max(0, self.more_stopped - self.forecast.runs.stopped)
 
 
 def _moment(value: Any) -> datetime | None:
@@ -320,21 +333,18 @@ def cards(
     *,
     now: datetime | None = None,
     zone_name: str | None = None,
-    month: bool = True,
 ) -> list[ProposalCard]:
     """The cards of the owner's proposals (their agents read with them). The policy's limits are
-    read once per agent; with `month`, the owner's month once, and with each open proposal once."""
+    read once per agent, the owner's month once (schedules.forecast.OwnerMonth), and each proposal is
+    simulated in it: what it would spend this month if created now, within the ceilings, and for an
+    open one the month without and with it."""
     if not proposals:
         return []
     now = now or timezone.now()
     zone_name = zone_name or owner_timezone(owner_id)
     zone = owner_zone(zone_name)
     limits: dict[int, RunLimits] = {}
-    base = (
-        month_forecast(owner_id, now=now)
-        if month and any(status_of(p, now) == Proposal.Status.OPEN for p in proposals)
-        else None
-    )
+    owner_month = OwnerMonth(owner_id, now=now)
     found = []
     for proposal in proposals:
         arguments = proposal.arguments if isinstance(proposal.arguments, dict) else {}
@@ -348,19 +358,10 @@ def cards(
         if agent.pk not in limits:
             limits[agent.pk] = services.create_policy_limits(agent, owner_id)
         pinned = limits[agent.pk]
-        forecast = forecast_of(
-            spent=ZERO,
-            max_cost=pinned.max_cost,
-            monthly_cap=None,
-            per_fire=None,
-            fires=fires_left(
-                revision, kind=kind, next_at=fires[0] if fires else None, now=now, zone_name=zone_name
-            )
-            if fires
-            else {},
-        )
         status = status_of(proposal, now)
-        opened = status == Proposal.Status.OPEN and base is not None
+        with_it = owner_month.month(extra=Extra(Cadence(kind, cron, tz, run_at), pinned.max_cost))
+        assert with_it.extra is not None
+        opened = status == Proposal.Status.OPEN
         found.append(
             ProposalCard(
                 proposal=proposal,
@@ -378,9 +379,9 @@ def cards(
                 limits=pinned,
                 max_consecutive_failures=services.CREATE_FAILURE_LIMIT,
                 monthly_cap=None,  # the policy pins none
-                forecast=forecast,
-                month=base if opened else None,
-                month_with=month_forecast(owner_id, now=now, extra=forecast) if opened else None,
+                forecast=with_it.extra,
+                month=owner_month.month() if opened else None,
+                month_with=with_it if opened else None,
             )
         )
     return found

@@ -12,7 +12,7 @@ listed with the conversation and confirmed or declined at `/proposals/{id}/confi
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
@@ -141,12 +141,28 @@ class ScheduleWritten(out.Out):
     max_consecutive_failures: int
 
 
+class ProposalMonth(out.Out):
+    """The owner's month without and with the proposed schedule (an open proposal's)."""
+
+    expected: out.Money = Field(description="the month's expected spend without it")
+    expected_with: out.Money
+    worst_with: out.Money
+    ceiling_reached_on: date | None = Field(description="when the monthly ceiling is reached without it")
+    ceiling_reached_on_with: date | None
+    stopped: int = Field(description="runs refused by the ceilings or skipped at caps this month without it")
+    stopped_with: int = Field(description="the same with it, its own included")
+
+
 class ProposalForecast(out.Out):
-    """What the schedule would cost in the rest of this calendar month (the owner's zone): its fires
-    x `max_cost` (it has no runs yet to take a median of), so expected and worst agree until it has."""
+    """What the schedule would cost in the rest of this calendar month (the owner's zone) if created
+    now, the month simulated day by day within the ceilings with the owner's other schedules: each
+    run at its `max_cost` (it has no runs yet to take a median of), so expected and worst agree
+    until it has."""
 
     expected: out.Money
     worst: out.Money
+    runs: out.Runs = Field(description="its runs from now: due, admitted, refused, skipped")
+    month: ProposalMonth | None = Field(description="the owner's month without and with it; null unless open")
 
 
 class Proposal(out.Out):
@@ -272,16 +288,33 @@ def proposal_of(card: proposals.ProposalCard) -> Proposal:
         max_consecutive_failures=card.max_consecutive_failures,
         monthly_cap=format_money(card.monthly_cap) if card.monthly_cap is not None else None,
         forecast=ProposalForecast(
-            expected=format_money(card.forecast.expected), worst=format_money(card.forecast.worst)
+            expected=format_money(card.forecast.expected),
+            worst=format_money(card.forecast.worst),
+            runs=out.runs_of(card.forecast.runs),
+            month=_month_of(card),
         ),
         expires_at=card.expires_at,
         schedule_id=card.schedule_id,
     )
 
 
+def _month_of(card: proposals.ProposalCard) -> ProposalMonth | None:
+    if card.month is None or card.month_with is None:
+        return None
+    return ProposalMonth(
+        expected=format_money(card.month.expected),
+        expected_with=format_money(card.month_with.expected),
+        worst_with=format_money(card.month_with.worst),
+        ceiling_reached_on=card.month.ceiling_reached_on,
+        ceiling_reached_on_with=card.month_with.ceiling_reached_on,
+        stopped=card.month.runs.stopped,
+        stopped_with=card.month_with.runs.stopped,
+    )
+
+
 def _proposals_of(conversation: ConversationRow) -> list[Proposal]:
     rows = list(conversation.proposals.select_related("agent").order_by("created_at", "id"))
-    return [proposal_of(card) for card in proposals.cards(rows, conversation.owner_id, month=False)]
+    return [proposal_of(card) for card in proposals.cards(rows, conversation.owner_id)]
 
 
 def detail_of(conversation: ConversationRow) -> ConversationDetail:
@@ -498,4 +531,4 @@ def decline_proposal(request: HttpRequest, proposal_id: int) -> Proposal:
     user = user_of(request)
     declined = proposals.decline(proposal_id, user)
     row = ProposalRow.objects.select_related("agent").get(pk=declined.pk)
-    return proposal_of(proposals.cards([row], user.pk, month=False)[0])
+    return proposal_of(proposals.cards([row], user.pk)[0])

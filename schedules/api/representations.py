@@ -184,14 +184,27 @@ class Schedule(Out):
     last_run: LastRun | None
 
 
+class Runs(Out):
+    """Runs from now to the end of the calendar month (the owner's zone), as the month's simulation
+    within the ceilings finds them (docs/contract.md#forecast)."""
+
+    due: int = Field(description="the fires left this month")
+    run: int = Field(description="admitted: they fit under the daily and monthly ceilings (and the cap)")
+    refused: int = Field(description="refused admission: the daily or the monthly ceiling has no room")
+    skipped: int = Field(description="skipped: they would take the schedule past its monthly cap")
+
+
 class ScheduleMonth(Out):
-    """This calendar month (the owner's zone): spent so far, and at month end expected (remaining fires
-    x the median cost of its last 20 completed runs) and worst (x `max_cost`), both within the cap."""
+    """This calendar month (the owner's zone): spent so far, and at month end expected (each run at
+    the median cost of its last 20 completed runs) and worst (each at `max_cost`), within the cap and
+    the owner's daily and monthly ceilings, with the owner's other schedules."""
 
     spent: Money
     expected: Money
     worst: Money
     monthly_cap: Money | None
+    runs: Runs = Field(description="its runs from now, expected case")
+    worst_runs: Runs = Field(description="its runs from now if every run costs its `max_cost`")
 
 
 class ScheduleDetail(Schedule):
@@ -333,13 +346,33 @@ class AlertThresholds(Out):
     thresholds: list[int]
 
 
+class StoppedSchedule(Out):
+    schedule_id: int
+    title: str
+    refused: int = Field(description="its runs the ceilings are expected to refuse this month")
+    skipped: int = Field(description="its runs its monthly cap is expected to skip this month")
+
+
 class Forecast(Out):
-    month_expected: Money
-    month_worst: Money
+    """The rest of the month simulated day by day within the ceilings (docs/contract.md#forecast):
+    expected (each run at its schedule's median cost) and worst (each at its `max_cost`)."""
+
+    month_expected: Money = Field(description="spent this month + what the schedules are expected to add")
+    month_worst: Money = Field(description="spent this month + what they add if every run costs its max_cost")
     ceiling_reached_on: date | None = Field(
-        description="the date (owner's zone) on which the expected spend reaches the monthly ceiling; "
-        "null if it does not this month"
+        description="the date (owner's zone) on which the expected spend reaches the monthly ceiling: the "
+        "day of the last run admitted before it refuses one; null if it does not this month"
     )
+    worst_ceiling_reached_on: date | None = Field(description="the same, in the worst case")
+    days_left: int = Field(description="days left in the month, today included")
+    daily_ceiling_days: int = Field(description="of those, the days on which the daily ceiling refuses a run")
+    worst_daily_ceiling_days: int
+    runs: Runs = Field(description="every active schedule's runs from now, expected case")
+    worst_runs: Runs
+    stopped: list[StoppedSchedule] = Field(
+        description="the schedules with the most runs refused or skipped (expected case), at most five"
+    )
+    stopped_schedules: int = Field(description="how many schedules have runs refused or skipped")
 
 
 class Budget(Out):
@@ -505,6 +538,10 @@ def schedule_of(schedule: ScheduleRow) -> Schedule:
     return Schedule(**_schedule_fields(schedule))
 
 
+def runs_of(runs: forecast.Runs) -> Runs:
+    return Runs(due=runs.due, run=runs.run, refused=runs.refused, skipped=runs.skipped)
+
+
 def schedule_detail_of(
     schedule: ScheduleRow, occurrences: list[OccurrenceRow], month: forecast.Forecast
 ) -> ScheduleDetail:
@@ -516,6 +553,8 @@ def schedule_detail_of(
             expected=format_money(month.expected),
             worst=format_money(month.worst),
             monthly_cap=format_money(month.monthly_cap) if month.monthly_cap is not None else None,
+            runs=runs_of(month.runs),
+            worst_runs=runs_of(month.worst_runs),
         ),
     )
 
@@ -610,6 +649,19 @@ def budget_of(
             month_expected=format_money(coming.expected),
             month_worst=format_money(coming.worst),
             ceiling_reached_on=coming.ceiling_reached_on,
+            worst_ceiling_reached_on=coming.worst_reached_on,
+            days_left=coming.days_left,
+            daily_ceiling_days=coming.daily_days,
+            worst_daily_ceiling_days=coming.worst_daily_days,
+            runs=runs_of(coming.runs),
+            worst_runs=runs_of(coming.worst_runs),
+            stopped=[
+                StoppedSchedule(
+                    schedule_id=s.schedule.pk, title=s.schedule.title, refused=s.refused, skipped=s.skipped
+                )
+                for s in coming.stopped
+            ],
+            stopped_schedules=coming.stopped_count,
         ),
         ceilings=Ceilings(
             daily=format_money(summary.daily_ceiling), monthly=format_money(summary.monthly_ceiling)

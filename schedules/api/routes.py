@@ -181,9 +181,10 @@ def create_schedule(request: HttpRequest) -> Status[out.Schedule]:
     **documented(
         "read",
         f"With its current revision, its last {LAST_OCCURRENCES} occurrences, and `month`: what it spent "
-        "this calendar month (the owner's zone) and is expected to spend by its end (remaining fires x "
-        "the median cost of its last 20 completed runs) and at worst (x `max_cost`), both within "
-        "its `monthly_cap`.",
+        "this calendar month (the owner's zone) and is expected to spend by its end (each run at the "
+        "median cost of its last 20 completed runs) and at worst (each at `max_cost`), the month "
+        "simulated day by day within its `monthly_cap` and the owner's daily and monthly ceilings, "
+        "with its runs due, admitted, refused and skipped.",
     ),
 )
 def get_schedule(request: HttpRequest, schedule_id: int) -> out.ScheduleDetail:
@@ -191,8 +192,7 @@ def get_schedule(request: HttpRequest, schedule_id: int) -> out.ScheduleDetail:
     occurrences = list(
         schedule.occurrences.select_related("revision").order_by(*OCCURRENCES.order_by())[:LAST_OCCURRENCES]
     )
-    month = forecast.schedule_forecasts(schedule.owner_id, [schedule])[schedule.pk]
-    return out.schedule_detail_of(schedule, occurrences, month)
+    return out.schedule_detail_of(schedule, occurrences, forecast.schedule_forecast(schedule))
 
 
 @api.patch(
@@ -418,8 +418,11 @@ def list_accounting_events(
     **documented(
         "read",
         "The daily and monthly ceilings, spend today and this month (in the owner's time zone), "
-        "the reservations held by runs in flight, and this month's spend by model and by kind of "
-        "token (uncached input, cache reads, cache writes, output; reasoning is part of output).",
+        "the reservations held by runs in flight, this month's spend by model and by kind of "
+        "token (uncached input, cache reads, cache writes, output; reasoning is part of output), "
+        "the alert thresholds crossed, and the month's `forecast`, simulated day by day within the "
+        "ceilings: what it comes to, when the monthly ceiling is reached, on how many days the "
+        "daily ceiling refuses runs, and how many runs are refused or skipped, from which schedules.",
     ),
 )
 def get_budget(request: HttpRequest) -> out.Budget:
@@ -431,7 +434,7 @@ def get_budget(request: HttpRequest) -> out.Budget:
         month_usage(user.pk, owner_timezone(budget)),
         thresholds=alerts.thresholds_of(budget),
         crossed=alerts.crossed(user.pk, summary),
-        coming=forecast.month_forecast(user.pk),
+        coming=forecast.month_forecast(user.pk, budget=budget, summary=summary, named=True),
     )
 
 

@@ -21,6 +21,7 @@ from accounting.selectors import owner_timezone
 from runs.limits import RunLimits, validate_limits, with_reserves
 from runs.models import Agent
 from schedules import recurrence, tokens
+from schedules.forecast import table as forecast_table
 from schedules.models import (
     RevisionRequest,
     Schedule,
@@ -246,6 +247,7 @@ def create_schedule(
             run_id=run_id,
         )
         Schedule.objects.filter(pk=schedule.pk).update(current_revision=revision)
+        forecast_table.sync([schedule.pk], now=now)
     schedule.current_revision = revision
     return schedule
 
@@ -351,6 +353,7 @@ def update_schedule(
         if recurrence_changed and locked.status == Schedule.Status.ACTIVE:
             update["next_occurrence_at"] = first_slot
         Schedule.objects.filter(pk=locked.pk).update(**update)
+        forecast_table.sync([locked.pk], now=now)
     locked.refresh_from_db()
     return locked
 
@@ -409,4 +412,5 @@ def pin_revision(
             request=request,
         )
         Schedule.objects.filter(pk=locked.pk).update(current_revision=revision)
+        forecast_table.sync([locked.pk], now=now)
     return revision

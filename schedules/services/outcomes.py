@@ -12,6 +12,7 @@ from django.utils import timezone
 from accounting import ledger
 from accounting.money import format_money
 from runs.models import Run
+from schedules.forecast import table as forecast_table
 from schedules.models import (
     Occurrence,
     PauseEvent,
@@ -81,6 +82,9 @@ def record_run_outcome(run: Run, *, now: datetime | None = None) -> Occurrence |
         at=now,
     )
     Schedule.objects.filter(pk=schedule.pk).update(consecutive_failures=failures, last_event=event)
+    if run.status == Run.Status.COMPLETED and schedule.kind == Schedule.Kind.RECURRING:
+        # Its expected cost per run is the median of its last completed runs: this one joins them.
+        forecast_table.recount(schedule.pk, now=now)
 
     if schedule.kind == Schedule.Kind.ONE_TIME:
         # Its only occurrence ran, whatever the outcome (which is still counted above).

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from schedules import recurrence
+from schedules.forecast import table as forecast_table
 from schedules.models import (
     PauseEvent,
     Schedule,
@@ -39,6 +40,7 @@ def pause_locked(
         created_at=now,
     )
     Schedule.objects.filter(pk=schedule.pk).update(status=Schedule.Status.PAUSED, pause=event)
+    forecast_table.sync([schedule.pk], now=now)
     # A pause the schedule made itself writes its notice here: the delivery task sends it once it
     # has committed; a rolled-back pause leaves nothing to send.
     paused.queue(event)
@@ -101,6 +103,7 @@ def resume_schedule(schedule: Schedule, *, by: AbstractBaseUser, now: datetime |
         Schedule.objects.filter(pk=locked.pk).update(
             status=Schedule.Status.ACTIVE, pause=None, next_occurrence_at=next_at
         )
+        forecast_table.sync([locked.pk], now=now)
     schedule.refresh_from_db()
     return schedule
 
@@ -128,6 +131,7 @@ def complete_schedules(schedules: list[Schedule], *, now: datetime, detail: str)
             for schedule in pending.values()
         ]
     )
+    forecast_table.sync(list(pending), now=now)
     for schedule in pending.values():
         schedule.status, schedule.pause, schedule.next_occurrence_at = Schedule.Status.COMPLETED, None, None
     return list(pending)

@@ -37,7 +37,7 @@ def budget(request: HtmxRequest) -> HttpResponse:
         "reservations": reservations,
         "owner_tz": tz,
         "forecast": forecast.month_forecast(
-            request.user.pk, budget=request_budget(request), summary=request_summary(request)
+            request.user.pk, budget=request_budget(request), summary=request_summary(request), table=True
         ),
         "thresholds": alerts.thresholds_of(request_budget(request)),
         "crossed": request_alerts(request),

@@ -162,7 +162,7 @@ def _decided(request: HtmxRequest, proposal: Proposal, notice: str, level: int) 
         card = proposals.card(Proposal.objects.select_related("agent").get(pk=proposal.pk), zone_name=zone)
         tone = {messages.SUCCESS: "ok", messages.WARNING: "warn"}.get(level, "info")
         context = {"card": card, "owner_tz": zone, "proposal_notice": notice, "notice_tone": tone}
-        return render(request, "runs/conversation.html#proposal", context)
+        return render(request, "runs/_proposal.html", context)
     messages.add_message(request, level, notice)
     return redirect(
         reverse("runs:conversation", args=[proposal.conversation_id]) + f"#proposal-{proposal.pk}"

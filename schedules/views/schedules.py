@@ -15,7 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from accounting.numbers import whole_number
-from accounting.selectors import owner_timezone
+from accounting.selectors import owner_timezone, request_budget, request_summary
 from config.http import HtmxRequest
 from runs.models import Agent
 from schedules import forecast, selectors, services
@@ -81,7 +81,9 @@ def schedule_detail(request: HtmxRequest, pk: int) -> HttpResponse:
         # The no-JavaScript confirmation of a resume, in the panel (HTMX asks with hx-confirm).
         "confirming": request.GET.get("confirm") == "resume" and schedule.status == Schedule.Status.PAUSED,
         **_chat_context(schedule, detail.history),
-        "month": forecast.schedule_forecasts(schedule.owner_id, [schedule], zone_name=tz).get(schedule.pk),
+        "month": forecast.schedule_forecast(
+            schedule, budget=request_budget(request), summary=request_summary(request)
+        ),
     }
     return render(request, "schedules/detail.html", context)
 

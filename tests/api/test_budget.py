@@ -25,10 +25,20 @@ def test_the_budget_shows_ceilings_spend_and_reservations(owner, owner_api):
     month = body.pop("month")
     assert body.pop("alerts") == {"thresholds": [50, 80, 100], "crossed": []}
     # No schedule: the month's forecast is what is spent.
-    assert body.pop("forecast") == {
+    forecast = body.pop("forecast")
+    assert forecast.pop("days_left") >= 1
+    none = {"due": 0, "run": 0, "refused": 0, "skipped": 0}
+    assert forecast == {
         "month_expected": "0.612345",
         "month_worst": "0.612345",
         "ceiling_reached_on": None,
+        "worst_ceiling_reached_on": None,
+        "daily_ceiling_days": 0,
+        "worst_daily_ceiling_days": 0,
+        "runs": none,
+        "worst_runs": none,
+        "stopped": [],
+        "stopped_schedules": 0,
     }
     assert body == {
         "ceilings": {"daily": "30.00", "monthly": "250.00"},

@@ -62,7 +62,7 @@ def test_a_body_that_is_not_json_is_a_422_and_a_read_token_a_403(owner, owner_ap
 
 def test_the_budget_shows_crossed_thresholds_and_the_months_forecast(owner, owner_api, agent):
     with time_machine.travel(DEC_10 - timedelta(hours=1), tick=False):
-        make_schedule(owner, agent, cron="0 8 * * *")
+        schedule = make_schedule(owner, agent, cron="0 8 * * *")
         spend(owner.pk, "200.00", at=DEC_10 - timedelta(days=3))
         alerts.admit_one(owner.pk, run_id=5, amount=Decimal("1.00"))  # judged at admission: 80 % of month
         body = owner_api.get("/budget").json()
@@ -70,10 +70,21 @@ def test_the_budget_shows_crossed_thresholds_and_the_months_forecast(owner, owne
         {"period": "month", "threshold": 80, "at": (DEC_10 - timedelta(hours=1)).isoformat()},
         {"period": "month", "threshold": 50, "at": (DEC_10 - timedelta(hours=1)).isoformat()},
     ]
+    # 22 runs of USD 5 a day from Dec 10 on top of 200: the tenth reaches 250 on Dec 19, and
+    # admission refuses the twelve after it (the reservation is not spend: it is released).
+    runs = {"due": 22, "run": 10, "refused": 12, "skipped": 0}
     assert body["forecast"] == {
-        "month_expected": "310.00",
-        "month_worst": "310.00",
+        "month_expected": "250.00",
+        "month_worst": "250.00",
         "ceiling_reached_on": "2026-12-19",
+        "worst_ceiling_reached_on": "2026-12-19",
+        "days_left": 22,
+        "daily_ceiling_days": 0,
+        "worst_daily_ceiling_days": 0,
+        "runs": runs,
+        "worst_runs": runs,
+        "stopped": [{"schedule_id": schedule.pk, "title": "Morning briefing", "refused": 12, "skipped": 0}],
+        "stopped_schedules": 1,
     }
 
 
@@ -82,7 +93,15 @@ def test_a_schedule_carries_its_month(owner, owner_api, agent):
         schedule = make_schedule(owner, agent, cron="0 8 * * *")
         spend(owner.pk, "3.00", schedule_id=schedule.pk, at=DEC_10 - timedelta(days=1))
         body = owner_api.get(f"/schedules/{schedule.pk}").json()
-    assert body["month"] == {"spent": "3.00", "expected": "113.00", "worst": "113.00", "monthly_cap": None}
+    runs = {"due": 22, "run": 22, "refused": 0, "skipped": 0}
+    assert body["month"] == {
+        "spent": "3.00",
+        "expected": "113.00",
+        "worst": "113.00",
+        "monthly_cap": None,
+        "runs": runs,
+        "worst_runs": runs,
+    }
     assert body["revision"]["monthly_cap"] is None
 
 

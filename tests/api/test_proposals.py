@@ -5,6 +5,7 @@ race) or declined; every answer, errors included, checked against the served Ope
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
@@ -55,10 +56,19 @@ def test_the_conversation_lists_its_proposal_with_what_would_be_created(owner_ap
         "limits": proposal["limits"],
         "max_consecutive_failures": 2,
         "monthly_cap": None,
-        "forecast": {"expected": "95.00", "worst": "95.00"},
+        "forecast": {
+            "expected": "95.00",
+            "worst": "95.00",
+            "runs": {"due": 19, "run": 19, "refused": 0, "skipped": 0},
+            "month": proposal["forecast"]["month"],
+        },
         "expires_at": "2026-09-04T06:00:00+00:00",
         "schedule_id": None,
     }
+    month = proposal["forecast"]["month"]  # the conversation's own run is spent already
+    assert Decimal(month["expected_with"]) == Decimal(month["worst_with"]) == Decimal(month["expected"]) + 95
+    assert (month["ceiling_reached_on"], month["ceiling_reached_on_with"]) == (None, None)
+    assert (month["stopped"], month["stopped_with"]) == (0, 0)
     limits = proposal["limits"]
     assert (limits["max_cost"], limits["synthesis_reserve_cost"], limits["synthesis_reserve_steps"]) == (
         "5.00",

@@ -106,6 +106,20 @@ def seed_rollups() -> None:
                 cursor.execute(statement)
 
 
+def seed_forecast() -> None:
+    """The forecast's inputs of every owner with active schedules (schedules.forecast.table), as the
+    write paths would have kept them had the schedules not been written in SQL."""
+    from django.db import transaction
+
+    from schedules.forecast import table
+    from schedules.models import Schedule
+
+    owners = Schedule.objects.filter(status=Schedule.Status.ACTIVE).values_list("owner_id", flat=True)
+    for owner_id in sorted(set(owners)):
+        with transaction.atomic():
+            table.rebuild(owner_id)
+
+
 def progress(label: str, done: int, total: int) -> None:
     end = "\n" if done >= total else "\r"
     print(f"  {label}: {done}/{total}", end=end, flush=True)

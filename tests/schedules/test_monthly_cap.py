@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 import time_machine
 
+from runs.models import Run
 from schedules import forecast, services
 from schedules.execution import materialize_due
 from schedules.models import Notice, Occurrence, Schedule
@@ -139,14 +140,14 @@ def test_a_schedule_forecast_uses_the_median_of_its_recent_runs_and_stops_at_its
         schedule = make_schedule(owner, agent, cron="0 8 * * *")
     for day, cost in zip(range(5, 2, -1), ["0.40", "0.60", "3.00"], strict=True):
         occurrence = materialize(schedule, scheduled_for=DEC_10 - timedelta(days=day))
-        run = finish(occurrence)
-        run.cost = Decimal(cost)
-        run.save(update_fields=["cost"])
+        Run.objects.filter(pk=occurrence.run_id).update(cost=Decimal(cost))  # as its steps charged it
+        with time_machine.travel(DEC_10 - timedelta(days=day, hours=-1), tick=False):
+            finish(occurrence)
         spend(owner.pk, cost, schedule_id=schedule.pk, at=DEC_10 - timedelta(days=day))
     schedule.refresh_from_db()
 
     with time_machine.travel(DEC_10 - timedelta(hours=1), tick=False):
-        found = forecast.schedule_forecasts(owner.pk, [schedule])[schedule.pk]
+        found = forecast.schedule_forecast(schedule)
 
     # 10 to 31 December at 08:00: 22 fires left; median of 0.40, 0.60, 3.00 is 0.60.
     assert found.remaining_fires == 22
@@ -156,8 +157,13 @@ def test_a_schedule_forecast_uses_the_median_of_its_recent_runs_and_stops_at_its
 
     capped(schedule, admin_user, "20.00")
     with time_machine.travel(DEC_10 - timedelta(hours=1), tick=False):
-        found = forecast.schedule_forecasts(owner.pk, [schedule])[schedule.pk]
-    assert (found.expected, found.worst) == (Decimal("17.20"), Decimal("20.00"))
+        found = forecast.schedule_forecast(schedule)
+    # The tick skips a run when spend + its USD 5 limit would pass the cap: at 0.60 a run, 19 runs
+    # take the USD 4.00 spent to 15.40, and the 20th would not fit; in the worst case 3 runs of
+    # USD 5 take it to 19.00.
+    assert (found.expected, found.worst) == (Decimal("15.40"), Decimal("19.00"))
+    assert found.runs == forecast.Runs(due=22, run=19, refused=0, skipped=3)
+    assert found.worst_runs == forecast.Runs(due=22, run=3, refused=0, skipped=19)
 
 
 def test_a_paused_schedule_forecasts_no_more_fires(owner, agent):
@@ -165,7 +171,7 @@ def test_a_paused_schedule_forecasts_no_more_fires(owner, agent):
         schedule = make_schedule(owner, agent, cron="0 8 * * *")
         services.pause_schedule(schedule, by=owner)
         schedule.refresh_from_db()
-        found = forecast.schedule_forecasts(owner.pk, [schedule])[schedule.pk]
+        found = forecast.schedule_forecast(schedule)
     assert found.remaining_fires == 0 and found.expected == found.worst == 0
 
 
@@ -176,13 +182,15 @@ def test_the_month_says_when_the_ceiling_is_reached_at_this_pace(owner, agent):
         spend(owner.pk, "200.00", at=DEC_10 - timedelta(days=3))
         month = forecast.month_forecast(owner.pk)
     assert month.spent == Decimal("200.00")
-    assert month.expected == Decimal("200.00") + 22 * Decimal("5.00")
-    assert month.ceiling_reached_on == date(2026, 12, 19)  # the tenth fire takes it to 250
+    # The tenth run takes it to 250 on Dec 19; admission refuses the twelve after it.
+    assert month.expected == month.worst == Decimal("250.00")
+    assert month.ceiling_reached_on == date(2026, 12, 19)
+    assert month.runs == forecast.Runs(due=22, run=10, refused=12, skipped=0)
 
 
 def test_a_schedule_firing_every_minute_is_forecast_without_walking_each_slot(owner, agent):
     with time_machine.travel(DEC_10, tick=False):
         schedule = make_schedule(owner, agent, cron="* * * * *")
-        found = forecast.schedule_forecasts(owner.pk, [schedule])[schedule.pk]
+        found = forecast.schedule_forecast(schedule)
     # The rest of 10 Dec in Riga (08:01 to 23:59) then 21 whole days.
     assert found.remaining_fires == 16 * 60 - 1 + 21 * 1440

@@ -16,7 +16,7 @@ from accounting.formatting import money_text
 from runs import conversations
 from runs.models import Conversation, Run, TranscriptEntry
 from runs.tools import ToolContext, ToolError
-from schedules import proposals, services
+from schedules import forecast, proposals, services
 from schedules.models import NotificationSettings, Proposal, Schedule, ScheduleRevision
 from schedules.tools import CreateArguments, schedule_create
 from tests.concurrency import race
@@ -355,6 +355,8 @@ def test_the_card_has_the_next_fires_in_the_owners_zone_the_limits_and_the_forec
     # The weekdays left in September from Friday the 4th: 19 fires at most USD 5 each.
     assert card.forecast.remaining_fires == 19
     assert card.forecast.expected == card.forecast.worst == Decimal("95.00")
+    assert card.forecast.runs == forecast.Runs(due=19, run=19, refused=0, skipped=0)
+    assert card.more_stopped == 0
     assert card.month is not None and card.month_with is not None
     spent = card.month.spent  # the conversation's own run
     assert card.month.expected == card.month.worst == spent > 0
@@ -399,7 +401,10 @@ def test_the_ceiling_date_is_named_when_the_proposal_would_reach_it(owner, owner
         run, _ = _proposed(owner, assistant)
         text = _text(owner_client.get(f"/conversations/{run.conversation_id}/").text)
 
-    assert "of USD 12.00 ceiling; the ceiling would be reached on 8 Sep" in text
+    # USD 5 a run against USD 12 a month: two runs fit (Sep 4 and 7), the other 17 are refused.
+    assert "of USD 12.00 ceiling; with it the monthly ceiling is reached on Sep 7 instead of never" in text
+    assert "about 17 runs would be refused" in text
+    assert "17 of its 19 runs would be refused by your ceilings" in text
 
 
 def test_confirm_on_the_card_creates_it_and_shows_the_link(owner, owner_client, assistant):

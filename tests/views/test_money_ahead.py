@@ -72,7 +72,13 @@ def test_the_budget_page_says_when_the_ceiling_is_reached_at_this_pace(owner, ow
         spend(owner.pk, "200.00", at=DEC_10 - timedelta(days=3))
         text = _text(owner_client.get("/budget/").text)
     assert "At this pace you reach USD 250.00 on Dec 19" in text
-    assert "Morning briefing 22 USD 0.00 USD 110.00 USD 5.00 a run USD 110.00 none" in text
+    assert "so the month stops at about USD 250.00" in text
+    assert (
+        "Of the 22 runs due to the month\u2019s end, about 10 would run; 12 would be refused admission"
+        in text
+    )
+    assert "Morning briefing : 12 runs refused" in text
+    assert "Morning briefing 22 12 USD 0.00 USD 50.00 USD 5.00 a run USD 50.00 none" in text
     assert "Alerts at 50 %, 80 %, 100 % of each ceiling" in text
 
 
@@ -95,10 +101,12 @@ def test_a_schedule_page_shows_this_months_spend_against_its_cap(owner, owner_cl
         spend(owner.pk, "12.00", schedule_id=schedule.pk, at=DEC_10 - timedelta(days=1))
         text = _text(owner_client.get(f"/schedules/{schedule.pk}/").text)
     assert "This month USD 12.00 spent of its USD 40.00 monthly cap" in text
+    # Each run reserves USD 5: from 12.00, five runs fit under the USD 40 cap (37.00), the rest are skipped.
     assert (
-        "22 runs left this month: about USD 40.00 by its end, USD 40.00 at worst (the cap stops it there)"
+        "22 runs left this month: about USD 37.00 by its end, USD 37.00 at worst (the cap stops it there)"
         in text
     )
+    assert "About 17 runs would be skipped at its monthly cap." in text
     assert "Monthly cap: USD 40.00" in text
 
 
@@ -171,11 +179,12 @@ def test_the_forecast_table_stays_short_for_an_owner_with_many_schedules(
     owner, owner_client, agent, settings
 ):
     settings.MAX_ACTIVE_SCHEDULES = 100
+    OwnerBudget.objects.filter(owner=owner).update(daily_ceiling=10_000, monthly_ceiling=100_000)
     with time_machine.travel(DEC_10 - timedelta(hours=1), tick=False):
         for n in range(30):
             make_schedule(owner, agent, title=f"Digest {n:02}", cron="0 8 * * *")
         text = _text(owner_client.get("/budget/").text)
-    assert text.count(" 22 USD 0.00 USD 110.00") == 25
+    assert text.count(" 22 none USD 0.00 USD 110.00") == 25
     assert "And 5 more active schedules, each expected to spend less" in text
     # All thirty are in the month: 30 x 22 runs x USD 5.00.
     assert "Worst case USD 3,300.00" in text

@@ -22,6 +22,6 @@ DROP FUNCTION IF EXISTS schedules_wake_on_next_slot();
 
 
 class Migration(migrations.Migration):
-    dependencies = [("schedules", "0010_money_the_owner_sees_coming")]
+    dependencies = [("schedules", "0011_forecast_inputs")]
 
     operations = [migrations.RunSQL(FORWARD, BACKWARD)]
