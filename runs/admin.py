@@ -40,7 +40,10 @@ class ProviderFilter(ChoicesFilter):
 
 class WorkerFilter(admin.SimpleListFilter):
     """The worker processes with runs in flight now (the distinct values of the running runs
-    only, read through the status index), to see what each holds (runs.inflight)."""
+    only, read through the status index), to see what each holds (runs.inflight); and the worker
+    chosen, whether or not it holds a run now (a link to the runs of a worker that finished them
+    or was lost). Django drops a filter that offers nothing, and with it the filtering: without
+    the chosen worker among the choices, no run in flight would list every run."""
 
     title = "worker (runs in flight)"
     parameter_name = "worker"
@@ -48,7 +51,11 @@ class WorkerFilter(admin.SimpleListFilter):
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         running = Run.objects.filter(status=Run.Status.RUNNING).exclude(worker="")
         workers = running.values("worker").annotate(runs=Count("id")).order_by("worker")[:50]
-        return [(row["worker"], f"{row['worker']} ({row['runs']} running)") for row in workers]
+        choices = [(row["worker"], f"{row['worker']} ({row['runs']} running)") for row in workers]
+        chosen = self.value()
+        if chosen and all(worker != chosen for worker, _ in choices):
+            choices.append((chosen, f"{chosen} (none running)"))
+        return choices
 
     def queryset(self, request: Any, queryset: Any) -> Any:
         return queryset.filter(worker=self.value()) if self.value() else queryset
