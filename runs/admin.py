@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Count
+from django.db.models import Count, Subquery
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -58,7 +58,16 @@ class WorkerFilter(admin.SimpleListFilter):
         return choices
 
     def queryset(self, request: Any, queryset: Any) -> Any:
-        return queryset.filter(worker=self.value()) if self.value() else queryset
+        """The worker's runs, from its newest down. PostgreSQL lists them newest first by walking
+        the primary key backwards, expecting the worker's rows spread over the table; but a
+        worker is one process ("host:pid"), its runs a stretch of the past, and without a bound the
+        walk would first skip every run since (a worker of last week: the whole week's runs). The
+        worker's newest id, one read of the index run_worker_newest, is where the walk starts."""
+        worker = self.value()
+        if not worker:
+            return queryset
+        newest = Run.objects.filter(worker=worker).order_by("-id").values("id")[:1]
+        return queryset.filter(worker=worker, id__lte=Subquery(newest))
 
 
 def _https_by_default(field: models.Field, **kwargs: Any) -> Any:  # type: ignore[type-arg]

@@ -92,10 +92,12 @@ def test_the_admin_run_list_filters_by_a_worker_when_nothing_is_in_flight(admin_
     not every run, also when no run is in flight anywhere: the filter offers the chosen worker."""
     from runs.models import Run
 
-    runs = [start_interactive_run(owner.pk, agent, "Research.") for _ in range(3)]
-    for run, worker in zip(runs, ("box-3:77", "box-4:88", ""), strict=True):
+    runs = [start_interactive_run(owner.pk, agent, "Research.") for _ in range(5)]
+    for run, worker in zip(runs, ("box-3:77", "box-4:88", "box-3:77", "box-4:88", ""), strict=True):
         Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED, worker=worker)
     client = Client()
     client.force_login(admin_user)
     only = client.get("/admin/runs/run/?worker=box-3:77").content.decode()
-    assert only.count('<th class="field-id">') == 1 and f">{runs[0].pk}</a>" in only
+    assert only.count('<th class="field-id">') == 2
+    assert only.index(f">{runs[2].pk}</a>") < only.index(f">{runs[0].pk}</a>")  # newest first
+    assert client.get("/admin/runs/run/?worker=box-9:1").content.decode().count('<th class="field-id">') == 0
