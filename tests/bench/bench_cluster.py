@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("MAX_ACTIVE_SCHEDULES", "100000")  # one owner's whole burst (the cluster's too)
 from tests.bench._setup import ROOT, bench_database, progress
 from tests.bench.report import figure, parse_args
 
