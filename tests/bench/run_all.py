@@ -214,10 +214,12 @@ def database_server() -> Iterator[str]:
 # Running the benches
 
 
-def run_one(path: Path, *, quick: bool, url: str, verbose: bool, timeout: float) -> tuple[int, str]:
+def run_one(
+    path: Path, *, quick: bool, url: str, verbose: bool, timeout: float, logs: Path = LOGS
+) -> tuple[int, str]:
     """Run one bench to its end; its exit code (a timeout is a crash) and its whole output."""
-    LOGS.mkdir(parents=True, exist_ok=True)
-    log = LOGS / f"{path.stem}.log"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{path.stem}.log"
     command = [sys.executable, str(path), *(["--quick"] if quick else [])]
     env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
     lines: list[str] = []
@@ -264,6 +266,42 @@ def run_one(path: Path, *, quick: bool, url: str, verbose: bool, timeout: float)
     return code, "".join(lines)
 
 
+def run_benches(
+    chosen: list[Path], *, quick: bool, url: str, verbose: bool, timeout: float, logs: Path = LOGS
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Run each bench in turn, with a line of progress for each; their figures, and the benches
+    that crashed (a non-zero exit, a timeout, a malformed BENCH line or none), each with why."""
+    figures: list[dict[str, Any]] = []
+    crashed: list[str] = []
+    for index, path in enumerate(chosen, 1):
+        print(f"[{index}/{len(chosen)}] {path.stem} …", flush=True)
+        began = time.monotonic()
+        code, output = run_one(path, quick=quick, url=url, verbose=verbose, timeout=timeout, logs=logs)
+        took = time.monotonic() - began
+        try:
+            found = parse(output)
+        except ValueError as exc:
+            found, code = [], code or 1
+            output += f"\n{exc}\n"
+        if code != 0 or not found:
+            why = f"exit {code}" if code != 0 else "no BENCH line"
+            crashed.append(f"{path.stem} ({why})")
+            print(f"[{index}/{len(chosen)}] {path.stem} CRASHED ({why}) after {took:.0f} s; its last lines:")
+            for text in output.splitlines()[-15:]:
+                print("    " + text)
+            print(f"    (whole output: {logs / (path.stem + '.log')})", flush=True)
+            continue
+        figures += found
+        missed = sum(1 for f in found if f["met"] is False)
+        counted = f"{len(found)} figure{'s' * (len(found) != 1)}"
+        print(
+            f"[{index}/{len(chosen)}] {path.stem}: {counted} in {took:.0f} s"
+            + (f", {missed} goal{'s' * (missed != 1)} not met" if missed else ""),
+            flush=True,
+        )
+    return figures, crashed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -285,36 +323,10 @@ def main() -> int:
 
     with database_server() as url:
         about = machine(url)
-        figures: list[dict[str, Any]] = []
-        crashed: list[str] = []
         started = time.monotonic()
-        for index, path in enumerate(chosen, 1):
-            print(f"[{index}/{len(chosen)}] {path.stem} …", flush=True)
-            began = time.monotonic()
-            code, output = run_one(path, quick=args.quick, url=url, verbose=args.verbose, timeout=timeout)
-            took = time.monotonic() - began
-            try:
-                found = parse(output)
-            except ValueError as exc:
-                found, code = [], code or 1
-                output += f"\n{exc}\n"
-            if code != 0 or not found:
-                why = f"exit {code}" if code != 0 else "no BENCH line"
-                crashed.append(f"{path.stem} ({why})")
-                print(
-                    f"[{index}/{len(chosen)}] {path.stem} CRASHED ({why}) after {took:.0f} s; its last lines:"
-                )
-                for text in output.splitlines()[-15:]:
-                    print("    " + text)
-                print(f"    (whole output: {LOGS.relative_to(ROOT) / (path.stem + '.log')})", flush=True)
-                continue
-            figures += found
-            missed = sum(1 for f in found if f["met"] is False)
-            print(
-                f"[{index}/{len(chosen)}] {path.stem}: {len(found)} figures in {took:.0f} s"
-                + (f", {missed} goal{'s' * (missed != 1)} not met" if missed else ""),
-                flush=True,
-            )
+        figures, crashed = run_benches(
+            chosen, quick=args.quick, url=url, verbose=args.verbose, timeout=timeout
+        )
         minutes, seconds = divmod(round(time.monotonic() - started), 60)
         about.update(load_after=load(), took=f"{minutes} min {seconds} s")
 

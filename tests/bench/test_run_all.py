@@ -120,3 +120,26 @@ def test_every_bench_takes_quick():
     for name, process in helps.items():
         out, _ = process.communicate(timeout=120)
         assert process.returncode == 0 and "--quick" in out, (name, out[-2000:])
+
+
+def test_a_bench_that_crashes_is_named_and_the_others_still_count(tmp_path: Path, capsys):
+    fine = tmp_path / "bench_fine.py"
+    fine.write_text(
+        f"print('working …')\nprint({report.line('a figure', 2.5, 'ms', bench='bench_fine')!r})\n"
+    )
+    broken = tmp_path / "bench_broken.py"
+    broken.write_text("print('seeding …')\nraise SystemExit('the schema moved on')\n")
+    silent = tmp_path / "bench_silent.py"
+    silent.write_text("print('measured, but said nothing')\n")
+    slow = tmp_path / "bench_slow.py"
+    slow.write_text("import time\ntime.sleep(60)\n")
+    figures, crashed = run_all.run_benches(
+        [fine, broken, silent, slow], quick=True, url="", verbose=False, timeout=2, logs=tmp_path / "logs"
+    )
+    assert [f["figure"] for f in figures] == ["a figure"]
+    assert crashed[:2] == ["bench_broken (exit 1)", "bench_silent (no BENCH line)"]
+    assert crashed[2].startswith("bench_slow (exit ")
+    shown = capsys.readouterr().out
+    assert "[2/4] bench_broken CRASHED (exit 1)" in shown and "the schema moved on" in shown
+    assert "[1/4] bench_fine: 1 figure in" in shown
+    assert (tmp_path / "logs" / "bench_broken.log").read_text().startswith("seeding …")
