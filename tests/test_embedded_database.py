@@ -187,8 +187,14 @@ BENCH = (
 )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signum):
+@pytest.mark.parametrize(
+    ("signum", "when"),
+    [(signal.SIGTERM, "postgres://"), (signal.SIGINT, "migrating")],
+    ids=["SIGTERM-running", "SIGINT-migrating"],
+)
+def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signum, when):
+    """Stopped while it runs, or while it is still migrating its database: either way its server
+    stops and its data directory goes."""
     # A short temporary directory of the bench's own, so its socket fits in its data directory and
     # its server is told from any other by the path on the command line.
     base = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
@@ -204,7 +210,7 @@ def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signu
     try:
         assert process.stdout is not None
         for line in process.stdout:  # "on an embedded PostgreSQL 18 …", "migrating …", then the URL
-            if line.startswith("postgres://"):
+            if line.startswith(when):
                 break
         else:
             pytest.fail(f"the bench did not start: {process.communicate(timeout=60)[1][-2000:]}")
