@@ -62,6 +62,28 @@ def test_a_command_gets_a_running_postgresql_18_and_nothing_is_left_when_it_ends
     assert not servers_of(socket_dir) and not Path(socket_dir).exists()  # stopped, and its data deleted
 
 
+SETTINGS = (
+    "import os, psycopg; c = psycopg.connect(os.environ['DATABASE_URL']);"
+    "print(*(c.execute(f'SHOW {name}').fetchone()[0] for name in ('fsync', 'synchronous_commit')))"
+)
+
+
+@pytest.mark.parametrize(("flags", "expected"), [((), "off off"), (("--durable",), "on on")])
+def test_the_tests_server_skips_the_disk_and_the_benches_server_waits_for_it(flags, expected):
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    command = [sys.executable, "-m", "config.embedded", "--temporary", "--quiet", *flags]
+    result = subprocess.run(
+        [*command, "--", sys.executable, "-c", SETTINGS],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
 def test_the_command_s_exit_code_is_the_wrapper_s():
     process = wrapper(sys.executable, "-c", "import sys; sys.exit(5)")
     process.communicate(timeout=120)
