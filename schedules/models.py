@@ -557,6 +557,7 @@ class RevisionRequest(models.Model):
         return self.state == self.State.OPEN
 
 
+# Declared as ScheduleRevision is (its choices, then the row it belongs to): fields, not logic.
 class RevisionRequestEvent(AppendOnlyModel):
     """The audit of a revision request: asked, pinned or declined, by whom and when."""
 

@@ -257,6 +257,7 @@ def _message_of(entry: TranscriptEntry) -> Message:
     )
 
 
+# Names each field it copies, as _message_of does: the same shape, not the same logic.
 def _written_of(revision: ScheduleRevision) -> ScheduleWritten:
     return ScheduleWritten(
         schedule_id=revision.schedule_id,

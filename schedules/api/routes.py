@@ -3,7 +3,8 @@ one service and renders: no transition is implemented here.
 
 Each handler's `@route` is its entry in the served OpenAPI schema, written in one line where it fits:
 method and path, the token it needs, every status code it answers and the body of its success, its
-summary and tag; its docstring is the operation's description (`route` says how it is built)."""
+summary and tag; its docstring is the operation's description (`route` says how it is built). A
+route too long for one line takes a few, in the shape of the others: a table, not copied logic."""
 
 from __future__ import annotations
 
