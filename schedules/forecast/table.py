@@ -440,6 +440,7 @@ def expected(owner_id: int, *, day: date, zone_name: str) -> Table:
 
 
 def _row_of(key: GroupKey, members: list[Input], fires: MonthFires) -> GroupRow:
+    """A group's counts: its members, their cost per fire summed, its first minute and its fires."""
     return GroupRow(
         len(members),
         sum((m.per_fire for m in members), ZERO),
