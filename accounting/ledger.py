@@ -182,6 +182,7 @@ def _combine(
 # -- admission --------------------------------------------------------------------------------
 
 
+# Three named values, as forecast.Stopped holds: alike in shape only.
 @dataclass(frozen=True)
 class ReservationRequest:
     owner_id: int

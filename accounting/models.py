@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import zoneinfo
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import JSONField, Value
@@ -20,6 +21,8 @@ from django.db.models import JSONField, Value
 from accounting.money import USD_PLACES, format_money, parse_money
 from accounting.timezones import default_time_zone, is_time_zone, parse_time_zone
 from accounting.tokens import InputByKind
+
+OwnedRow = TypeVar("OwnedRow", bound=models.Model)
 
 
 class MoneyFormField(forms.CharField):
@@ -59,6 +62,16 @@ class MoneyField(models.DecimalField):  # type: ignore[type-arg]
 
     def formfield(self, **kwargs: Any) -> Any:
         return super().formfield(**{"form_class": MoneyFormField, "places": self.places, **kwargs})
+
+
+class OwnedQuerySet(models.QuerySet[OwnedRow]):
+    """Rows that belong to an owner: `owned_by(user)` keeps that user's; `owner_field` says where a
+    row names its owner (its own owner_id, or its schedule's)."""
+
+    owner_field: ClassVar[str] = "owner_id"
+
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> Self:
+        return self.filter(**{self.owner_field: user.pk})
 
 
 class AppendOnlyError(RuntimeError):

@@ -21,6 +21,8 @@ from django.utils import timezone
 
 from accounting import alerts, ledger, rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
+
+# The models accounting.ledger writes and these read: the same import list.
 from accounting.models import (
     BudgetAlert,
     LedgerEntry,
@@ -235,6 +237,7 @@ class Day:
     labelled: bool = False
 
 
+# Two named values, as forecast.Named holds: alike in shape only.
 @dataclass(frozen=True)
 class Tick:
     amount: Decimal

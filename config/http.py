@@ -1,19 +1,32 @@
 """The request type the owner's views receive: signed in (login_required) and with django-htmx's
-`request.htmx`."""
+`request.htmx`; the decorators of an owner's POST action."""
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseBase
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
+
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
 
 class HtmxRequest(HttpRequest):
     htmx: HtmxDetails
     user: User  # login_required: never anonymous here
+
+
+def owner_post(view: View) -> View:
+    """An owner's action from a form or with HTMX: POST only (405 otherwise), signed in, and cached
+    apart by HX-Request (an HTMX request gets a fragment, a plain POST a redirect)."""
+    return require_POST(login_required(vary_on_headers("HX-Request")(view)))
 
 
 def client_address_rule() -> str:

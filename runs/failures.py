@@ -365,6 +365,7 @@ class Failure:
             limit=limit,
         )
 
+    # Copies a run's columns by name, as the API's representations copy theirs: alike in shape only.
     @classmethod
     def from_run(cls, run: Any) -> Failure | None:
         """From a run's own failure columns; None unless it failed."""

@@ -10,13 +10,12 @@ from typing import Any
 
 import httpx
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from accounting.models import AppendOnlyModel, MoneyField
+from accounting.models import AppendOnlyModel, MoneyField, OwnedQuerySet
 from config import env
 from runs import outbound, pricing
 from runs.failures import ERROR_CLASS_CHOICES, Reason
@@ -220,9 +219,8 @@ class ConversationAgentChange(AppendOnlyModel):
         return f"conversation {self.conversation_id}: {self.old_agent or '-'} → {self.new_agent}"
 
 
-class ConversationQuerySet(models.QuerySet["Conversation"]):
-    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ConversationQuerySet:
-        return self.filter(owner_id=user.pk)
+class ConversationQuerySet(OwnedQuerySet["Conversation"]):
+    """Conversations, by their owner (owned_by)."""
 
 
 class Conversation(models.Model):
@@ -261,10 +259,7 @@ class Conversation(models.Model):
         return "occurrence_id" in self.metadata
 
 
-class RunQuerySet(models.QuerySet["Run"]):
-    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> RunQuerySet:
-        return self.filter(owner_id=user.pk)
-
+class RunQuerySet(OwnedQuerySet["Run"]):
     def in_flight(self) -> RunQuerySet:
         return self.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
 

@@ -28,6 +28,8 @@ from runs import steps
 from runs.failures import AdmissionDenied, Outcome, WorkerLost
 from runs.history import earlier_exchanges
 from runs.limits import RunLimits, with_reserves
+
+# The models runs/admin.py imports too: both work on agents, their credentials, conversations and runs.
 from runs.models import (
     CREDENTIAL_PERMISSION,
     Agent,

@@ -76,14 +76,6 @@ def read_history(run: Run) -> tuple[list[Message], int]:
             )
             for c in tool_calls
         )
-        messages.append(
-            Message(
-                role=role,
-                content=content,
-                tool_calls=calls,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                is_error=is_error,
-            )
-        )
+        # The columns read are Message's fields, in its order.
+        messages.append(Message(role, content, calls, tool_call_id, tool_name, is_error))
     return messages, entries

@@ -82,12 +82,12 @@ class PydanticForm(forms.Form):
             target = name.removeprefix("limits.")
             self.add_error(target if target in self.fields else None, message)
 
-    def parse(self, parser: Callable[[Any], Any], data: Any) -> None:
-        """`parsed`, through the validator every surface shares, or its errors on the fields
-        they name."""
+    def parse(self, parser: Callable[[Any], Any], data: Any, *, into: str = "parsed") -> None:
+        """`into` (`parsed`, unless named) is what the parser every surface shares makes of `data`;
+        or its errors go on the fields they name."""
         try:
-            self.parsed = parser(data)
-        except InvalidSchedule as exc:
+            setattr(self, into, parser(data))
+        except (InvalidSchedule, conversations.InvalidMessage) as exc:
             self.add_field_errors(exc.fields)
 
     def _omit_blank(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -215,10 +215,7 @@ class MessageForm(PydanticForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        try:
-            self.parsed_message = conversations.parse_message(cleaned.get("message") or "")
-        except conversations.InvalidMessage as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(conversations.parse_message, cleaned.get("message") or "", into="parsed_message")
         return cleaned
 
 
@@ -236,10 +233,7 @@ class ConversationForm(MessageForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        try:
-            self.parsed_agent = conversations.usable_agent(cleaned.get("agent") or "")
-        except conversations.InvalidMessage as exc:
-            self.add_field_errors(exc.fields)
+        self.parse(conversations.usable_agent, cleaned.get("agent") or "", into="parsed_agent")
         return cleaned
 
 

@@ -7,21 +7,17 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-from accounting.models import AccountingEvent, AppendOnlyModel, BudgetAlert, MoneyField
+from accounting.models import AccountingEvent, AppendOnlyModel, BudgetAlert, MoneyField, OwnedQuerySet
 from accounting.money import format_money
 from runs.limits import RunLimits
 from runs.models import Agent, Run
 from schedules import recurrence
 
 
-class ScheduleQuerySet(models.QuerySet["Schedule"]):
-    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ScheduleQuerySet:
-        return self.filter(owner_id=user.pk)
-
+class ScheduleQuerySet(OwnedQuerySet["Schedule"]):
     def due(self, now: datetime) -> ScheduleQuerySet:
         return self.filter(status=Schedule.Status.ACTIVE, next_occurrence_at__lte=now)
 
@@ -183,9 +179,8 @@ class ScheduleRevision(AppendOnlyModel):
         return recurrence.describe(self.cron, self.timezone)
 
 
-class OccurrenceQuerySet(models.QuerySet["Occurrence"]):
-    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> OccurrenceQuerySet:
-        return self.filter(schedule__owner_id=user.pk)
+class OccurrenceQuerySet(OwnedQuerySet["Occurrence"]):
+    owner_field = "schedule__owner_id"
 
 
 class Occurrence(models.Model):
@@ -479,9 +474,8 @@ class Notice(models.Model):
 # -- revision requests ------------------------------------------------------------------------------
 
 
-class RevisionRequestQuerySet(models.QuerySet["RevisionRequest"]):
-    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> RevisionRequestQuerySet:
-        return self.filter(schedule__owner_id=user.pk)
+class RevisionRequestQuerySet(OwnedQuerySet["RevisionRequest"]):
+    owner_field = "schedule__owner_id"
 
 
 class RevisionRequest(models.Model):
@@ -563,6 +557,7 @@ class RevisionRequest(models.Model):
         return self.state == self.State.OPEN
 
 
+# Declared as ScheduleRevision is (its choices, then the row it belongs to): fields, not logic.
 class RevisionRequestEvent(AppendOnlyModel):
     """The audit of a revision request: asked, pinned or declined, by whom and when."""
 
@@ -590,9 +585,8 @@ class RevisionRequestEvent(AppendOnlyModel):
 # -- proposals ----------------------------------------------------------------------------------
 
 
-class ProposalQuerySet(models.QuerySet["Proposal"]):
-    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> ProposalQuerySet:
-        return self.filter(owner_id=user.pk)
+class ProposalQuerySet(OwnedQuerySet["Proposal"]):
+    """Proposals, by their owner (owned_by)."""
 
 
 class Proposal(models.Model):

@@ -14,10 +14,11 @@ schedule: the proposal's row is locked for the decision.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -149,6 +150,23 @@ def _expire(proposal: Proposal) -> None:
     )
 
 
+Decided = TypeVar("Decided")
+
+
+def _decide(
+    proposal_id: int, owner: AbstractBaseUser, now: datetime, step: Callable[[Proposal, str], Decided]
+) -> Decided:
+    """`step(proposal, status)` under the owner's proposal's row lock, in one transaction, unless it
+    has expired: then the expiry is recorded (committed before the refusal) and ProposalExpired raised."""
+    with transaction.atomic():
+        proposal = _locked(proposal_id, owner)
+        status = status_of(proposal, now)
+        if status != Proposal.Status.EXPIRED:
+            return step(proposal, status)
+        _expire(proposal)
+    raise ProposalExpired(proposal)
+
+
 def confirm(
     proposal_id: int, owner: AbstractBaseUser, *, now: datetime | None = None
 ) -> tuple[Schedule, bool]:
@@ -158,52 +176,48 @@ def confirm(
     ProposalDeclined, ProposalExpired (recording the expiry), ProposalInvalid or ScheduleLimit, and
     Schedule.DoesNotExist when the schedule it created was deleted since."""
     now = now or timezone.now()
-    with transaction.atomic():
-        proposal = _locked(proposal_id, owner)
-        status = status_of(proposal, now)
+
+    def create(proposal: Proposal, status: str) -> tuple[Schedule, bool]:
         if status == Proposal.Status.DECLINED:
             raise ProposalDeclined(proposal)
         if status == Proposal.Status.CONFIRMED:
             if proposal.schedule_id is None:  # its schedule was deleted since
                 raise Schedule.DoesNotExist(proposal.pk)
             return Schedule.objects.get(pk=proposal.schedule_id), False
-        if status == Proposal.Status.OPEN:
-            try:
-                data = parse_create({**proposal.arguments, "agent": proposal.agent.name})
-                schedule = services.create_schedule(
-                    owner,
-                    data,
-                    via=services.CHAT,
-                    now=now,
-                    conversation_id=proposal.conversation_id,
-                    run_id=proposal.run_id,
-                )
-            except InvalidSchedule as error:
-                raise ProposalInvalid(error) from None
-            Proposal.objects.filter(pk=proposal.pk).update(
-                status=Proposal.Status.CONFIRMED, decided_at=now, schedule=schedule
+        try:
+            data = parse_create({**proposal.arguments, "agent": proposal.agent.name})
+            schedule = services.create_schedule(
+                owner,
+                data,
+                via=services.CHAT,
+                now=now,
+                conversation_id=proposal.conversation_id,
+                run_id=proposal.run_id,
             )
-            return schedule, True
-        _expire(proposal)  # committed before the refusal below
-    raise ProposalExpired(proposal)
+        except InvalidSchedule as error:
+            raise ProposalInvalid(error) from None
+        Proposal.objects.filter(pk=proposal.pk).update(
+            status=Proposal.Status.CONFIRMED, decided_at=now, schedule=schedule
+        )
+        return schedule, True
+
+    return _decide(proposal_id, owner, now, create)
 
 
 def decline(proposal_id: int, owner: AbstractBaseUser, *, now: datetime | None = None) -> Proposal:
     """Open to declined; nothing is created. Idempotent on a declined one. Raises
     Proposal.DoesNotExist (not the owner's), ProposalConfirmed, or ProposalExpired."""
     now = now or timezone.now()
-    with transaction.atomic():
-        proposal = _locked(proposal_id, owner)
-        status = status_of(proposal, now)
+
+    def record(proposal: Proposal, status: str) -> Proposal:
         if status == Proposal.Status.CONFIRMED:
             raise ProposalConfirmed(proposal)
         if status == Proposal.Status.OPEN:
             Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.DECLINED, decided_at=now)
-        if status != Proposal.Status.EXPIRED:
-            proposal.refresh_from_db()
-            return proposal
-        _expire(proposal)
-    raise ProposalExpired(proposal)
+        proposal.refresh_from_db()
+        return proposal
+
+    return _decide(proposal_id, owner, now, record)
 
 
 def expire_stale(now: datetime | None = None) -> int:

@@ -11,6 +11,8 @@ from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from django.conf import settings
+
+# The names runs.limits imports too: both validate what a person sends, with pydantic.
 from pydantic import (
     AwareDatetime,
     BaseModel,

@@ -33,6 +33,7 @@ urlpatterns: list[URLPattern] = [
     ),
 ]
 
+# One path a line, as urlpatterns above: a table of routes, each its own.
 run_urls: list[URLPattern] = [
     path("runs/<int:pk>/", runs.run_detail, name="detail"),
     path("runs/<int:pk>/writing/", runs.run_writing, name="writing"),

@@ -224,13 +224,8 @@ def test_no_url_answers_5xx_to_anyone_whatever_its_parameters(people, world, who
     assert templates, f"no {area} URL patterns found"
     urls = [url for template in templates for url in fills(template, world)]
     assert crawl(client, urls, htmx=area == "dashboard") == []
-
-
-def test_the_crawler_stays_signed_in_to_the_end(people, world):
-    client = people["admin"]
-    assert client is not None
-    crawl(client, [url for template in url_templates() for url in fills(template, world)][:300])
-    assert client.get("/admin/").status_code == 200
+    if who != "anonymous":  # and it stayed signed in to the end: it saw the pages, not the login
+        assert client.get("/admin/" if who == "admin" else "/").status_code == 200
 
 
 def test_the_crawler_sees_every_kind_of_route():

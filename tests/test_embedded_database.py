@@ -62,6 +62,28 @@ def test_a_command_gets_a_running_postgresql_18_and_nothing_is_left_when_it_ends
     assert not servers_of(socket_dir) and not Path(socket_dir).exists()  # stopped, and its data deleted
 
 
+SETTINGS = (
+    "import os, psycopg; c = psycopg.connect(os.environ['DATABASE_URL']);"
+    "print(*(c.execute(f'SHOW {name}').fetchone()[0] for name in ('fsync', 'synchronous_commit')))"
+)
+
+
+@pytest.mark.parametrize(("flags", "expected"), [((), "off off"), (("--durable",), "on on")])
+def test_the_tests_server_skips_the_disk_and_the_benches_server_waits_for_it(flags, expected):
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    command = [sys.executable, "-m", "config.embedded", "--temporary", "--quiet", *flags]
+    result = subprocess.run(
+        [*command, "--", sys.executable, "-c", SETTINGS],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
 def test_the_command_s_exit_code_is_the_wrapper_s():
     process = wrapper(sys.executable, "-c", "import sys; sys.exit(5)")
     process.communicate(timeout=120)
@@ -187,8 +209,14 @@ BENCH = (
 )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signum):
+@pytest.mark.parametrize(
+    ("signum", "when"),
+    [(signal.SIGTERM, "postgres://"), (signal.SIGINT, "migrating")],
+    ids=["SIGTERM-running", "SIGINT-migrating"],
+)
+def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signum, when):
+    """Stopped while it runs, or while it is still migrating its database: either way its server
+    stops and its data directory goes."""
     # A short temporary directory of the bench's own, so its socket fits in its data directory and
     # its server is told from any other by the path on the command line.
     base = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
@@ -204,7 +232,7 @@ def test_a_bench_stopped_by_a_signal_stops_its_server_and_deletes_its_data(signu
     try:
         assert process.stdout is not None
         for line in process.stdout:  # "on an embedded PostgreSQL 18 …", "migrating …", then the URL
-            if line.startswith("postgres://"):
+            if line.startswith(when):
                 break
         else:
             pytest.fail(f"the bench did not start: {process.communicate(timeout=60)[1][-2000:]}")

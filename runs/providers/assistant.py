@@ -27,9 +27,14 @@ import hashlib
 import json
 import re
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
+
+# The arguments of schedule_create beyond title and prompt, made of the time of day (hour, minute)
+# with the clock's now and zone; None when the words name no such day.
+Cadence = Callable[[tuple[int, int], datetime, str], dict[str, Any] | None]
 
 _TIME = r"(?P<hour>\d{1,2})(?:[:.](?P<minute>\d{2}))?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)?"
 _DAYS = {
@@ -172,8 +177,10 @@ def _subject(text: str) -> tuple[str, str]:
 # -- the intents, in the order they are tried ---------------------------------------------------
 
 
-def _schedule_create(turn: _Turn, arguments: Any) -> dict[str, Any]:
-    """clock_now first (the owner's zone and date), then schedule_create, then the confirmation."""
+def _schedule_create(turn: _Turn, match: re.Match[str], cadence: Cadence) -> dict[str, Any]:
+    """clock_now first (the owner's zone and date), then schedule_create, then the confirmation.
+    `match` names the time of day; `cadence(at, now, zone)` makes the rest of the arguments of it,
+    or None when there is no such time."""
     if "schedule_create" in turn.results:
         result = turn.results["schedule_create"]
         if result.startswith("Error:"):
@@ -194,10 +201,11 @@ def _schedule_create(turn: _Turn, arguments: Any) -> dict[str, Any]:
     if clock is None and "clock_now" in turn.tools and "clock_now" not in turn.results:
         return _call(turn, "clock_now", {})
     now, zone = clock or (datetime.now(zoneinfo.ZoneInfo("UTC")), "UTC")
-    values = arguments(now, zone)
-    if values is None:
+    at, title, prompt = _when_and_what(turn, match)
+    when = None if at is None else cadence(at, now, zone)
+    if when is None:
         return _say("That time does not exist on a clock; tell me a time such as 07:30.")
-    return _call(turn, "schedule_create", values)
+    return _call(turn, "schedule_create", {"title": title, "prompt": prompt, **when})
 
 
 def _when_and_what(turn: _Turn, match: re.Match[str]) -> tuple[tuple[int, int] | None, str, str]:
@@ -210,15 +218,12 @@ def _recurring(turn: _Turn) -> dict[str, Any] | None:
     match = _RECURRING.search(turn.text)
     if match is None:
         return None
-    at, title, prompt = _when_and_what(turn, match)
+    days = _DAYS[match.group("days").lower()]
 
-    def arguments(now: datetime, zone: str) -> dict[str, Any] | None:
-        if at is None:
-            return None
-        cron = f"{at[1]} {at[0]} * * {_DAYS[match.group('days').lower()]}"
-        return {"title": title, "prompt": prompt, "cron": cron, "timezone": zone}
+    def cadence(at: tuple[int, int], now: datetime, zone: str) -> dict[str, Any]:
+        return {"cron": f"{at[1]} {at[0]} * * {days}", "timezone": zone}
 
-    return _schedule_create(turn, arguments)
+    return _schedule_create(turn, match, cadence)
 
 
 def _one_time(turn: _Turn) -> dict[str, Any] | None:
@@ -226,19 +231,16 @@ def _one_time(turn: _Turn) -> dict[str, Any] | None:
     match = on_date or tomorrow
     if match is None:
         return None
-    at, title, prompt = _when_and_what(turn, match)
 
-    def arguments(now: datetime, zone: str) -> dict[str, Any] | None:
-        if at is None:
-            return None
+    def cadence(at: tuple[int, int], now: datetime, zone: str) -> dict[str, Any] | None:
         try:
             day = date.fromisoformat(on_date.group("date")) if on_date else now.date() + timedelta(days=1)
         except ValueError:
             return None
         run_at = datetime.combine(day, time(*at), tzinfo=zoneinfo.ZoneInfo(zone))
-        return {"title": title, "prompt": prompt, "run_at": run_at.isoformat()}
+        return {"run_at": run_at.isoformat()}
 
-    return _schedule_create(turn, arguments)
+    return _schedule_create(turn, match, cadence)
 
 
 def _affirmed(turn: _Turn) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from runs.providers.stream import Parser, Watch
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
+# Sets the attributes every HttpAdapter sets, as AnthropicAdapter does: its wire format's own values.
 class OpenAIAdapter(HttpAdapter):
     path = "/chat/completions"
     default_base_url = DEFAULT_BASE_URL

@@ -36,7 +36,7 @@ from schedules.api.base import json_body
 from schedules.api.bodies import json_object
 from schedules.api.errors import ApiError
 from schedules.api.pagination import Ordering, paginate
-from schedules.api.routes import Cursor, Limit, api, current, documented
+from schedules.api.routes import Cursor, Limit, api, current, route
 from schedules.models import Proposal as ProposalRow
 from schedules.models import ScheduleRevision
 
@@ -257,6 +257,7 @@ def _message_of(entry: TranscriptEntry) -> Message:
     )
 
 
+# Names each field it copies, as _message_of does: the same shape, not the same logic.
 def _written_of(revision: ScheduleRevision) -> ScheduleWritten:
     return ScheduleWritten(
         schedule_id=revision.schedule_id,
@@ -373,55 +374,53 @@ SENDING = (
 )
 
 
-@api.get(
-    "/conversations",
-    auth=READ,
-    response={200: ConversationPage, 401: E, 403: E, 422: E, 429: E},
-    summary="List conversations",
-    tags=["conversations"],
-    **documented("read", "The owner's conversations, newest activity first, scheduled runs' included."),
+@route(
+    "GET /conversations",
+    READ,
+    "200 401 403 422 429",
+    ConversationPage,
+    "List conversations",
+    tag="conversations",
 )
 def list_conversations(
     request: HttpRequest, cursor: str | None = Cursor, limit: int = Limit
 ) -> ConversationPage:
+    """The owner's conversations, newest activity first, scheduled runs' included."""
     rows = _annotated(ConversationRow.objects.owned_by(user_of(request)).select_related("agent"))
-    items, next_url = paginate(request, rows, CONVERSATIONS, cursor=cursor, limit=limit, render=summary_of)
-    return ConversationPage(items=items, next=next_url)
+    return paginate(request, rows, CONVERSATIONS, summary_of, ConversationPage, cursor=cursor, limit=limit)
 
 
-@api.get(
-    "/conversations/{int:conversation_id}",
-    auth=READ,
-    response={200: ConversationDetail, 401: E, 403: E, 404: E, 429: E},
-    summary="Get a conversation",
-    tags=["conversations"],
-    **documented(
-        "read",
-        f"Its newest {RUNS_SHOWN} runs (status, usage, failure, what was sent of the history), their "
-        "messages with tool calls and results, the schedules created or changed there, and the "
-        "schedules the assistant proposed there (`proposals`), each with what the policy would pin, "
-        "its next three fires and its forecast for this month.",
-    ),
+@route(
+    "GET /conversations/{int:conversation_id}",
+    READ,
+    "200 401 403 404 429",
+    ConversationDetail,
+    "Get a conversation",
+    tag="conversations",
 )
 def get_conversation(request: HttpRequest, conversation_id: int) -> ConversationDetail:
+    """Its newest 50 runs (status, usage, failure, what was sent of the history), their messages with
+    tool calls and results, the schedules created or changed there, and the schedules the assistant
+    proposed there (`proposals`), each with what the policy would pin, its next three fires and its
+    forecast for this month."""
     return detail_of(_mine(request, conversation_id))
 
 
-@api.post(
-    "/conversations",
-    auth=WRITE,
-    response={201: ConversationCreated, 401: E, 403: E, 409: E, 413: E, 422: E, 429: E},
-    summary="Start a conversation",
-    tags=["conversations"],
-    **documented(
-        "write",
-        "A new conversation and its first interactive run, `queued`. "
-        + SENDING
-        + " No room under a ceiling: 409 `admission_denied`, with the figures, and nothing is written.",
-        json_body("ConversationCreate", "agent (its name) and message"),
-    ),
+@route(
+    "POST /conversations",
+    WRITE,
+    "201 401 403 409 413 422 429",
+    ConversationCreated,
+    "Start a conversation",
+    tag="conversations",
+    body=json_body("ConversationCreate", "agent (its name) and message"),
 )
 def start_conversation(request: HttpRequest) -> Status[ConversationCreated]:
+    """A new conversation and its first interactive run, `queued`. The run is admitted against the
+    owner's daily and monthly ceilings (its cost limit is reserved until it ends) and runs under the
+    interactive limits of the agent. It is queued on the workers and this answers at once; poll `GET
+    /conversations/{id}` or `GET /runs/{id}`. No room under a ceiling: 409 `admission_denied`, with the
+    figures, and nothing is written."""
     body = _body(ConversationCreate, request)
     message = _message(body.message)
     try:
@@ -436,25 +435,24 @@ def start_conversation(request: HttpRequest) -> Status[ConversationCreated]:
     return Status(201, ConversationCreated(conversation=summary_of(conversation), run=run_of(run)))
 
 
-@api.post(
-    "/conversations/{int:conversation_id}/messages",
-    auth=WRITE,
-    response={202: ConversationRun, 401: E, 403: E, 404: E, 409: E, 413: E, 422: E, 429: E},
-    summary="Send a message",
-    tags=["conversations"],
-    **documented(
-        "write",
-        "The next interactive run of the conversation, `queued`, carrying its bounded history. "
-        + SENDING
-        + " One run at a time: while one is queued or running, 409 `run_in_progress`. Also 409 "
-        "`admission_denied`, `scheduled_conversation` (a scheduled run's conversation takes no "
-        'messages) or `agent_retired`. A message that only says yes ("yes", "ok", "confirm", '
-        '"do it") while exactly one proposal of the conversation is open confirms it first; if it '
-        "cannot be created, 409 `proposal_invalid` or `schedule_limit`, and nothing is sent.",
-        json_body("MessageCreate", "message"),
-    ),
+@route(
+    "POST /conversations/{int:conversation_id}/messages",
+    WRITE,
+    "202 401 403 404 409 413 422 429",
+    ConversationRun,
+    "Send a message",
+    tag="conversations",
+    body=json_body("MessageCreate", "message"),
 )
 def send_message(request: HttpRequest, conversation_id: int) -> Status[ConversationRun]:
+    """The next interactive run of the conversation, `queued`, carrying its bounded history. The run is
+    admitted against the owner's daily and monthly ceilings (its cost limit is reserved until it ends)
+    and runs under the interactive limits of the agent. It is queued on the workers and this answers at
+    once; poll `GET /conversations/{id}` or `GET /runs/{id}`. One run at a time: while one is queued or
+    running, 409 `run_in_progress`. Also 409 `admission_denied`, `scheduled_conversation` (a scheduled
+    run's conversation takes no messages) or `agent_retired`. A message that only says yes ("yes", "ok",
+    "confirm", "do it") while exactly one proposal of the conversation is open confirms it first; if it
+    cannot be created, 409 `proposal_invalid` or `schedule_limit`, and nothing is sent."""
     conversation = _mine(request, conversation_id)
     message = _message(_body(MessageCreate, request).message)
     try:
@@ -467,20 +465,17 @@ def send_message(request: HttpRequest, conversation_id: int) -> Status[Conversat
     return Status(202, run_of(run))
 
 
-@api.post(
-    "/runs/{int:run_id}/cancel",
-    auth=WRITE,
-    response={200: ConversationRun, 401: E, 403: E, 404: E, 409: E, 429: E},
-    summary="Cancel a run",
-    tags=["runs"],
-    **documented(
-        "write",
-        "A queued or running run (and its delegated runs) ends `cancelled`: not a failure, and its "
-        "reservation is released; a running one stops before its next step. Ended already: 409 "
-        "`not_running`.",
-    ),
+@route(
+    "POST /runs/{int:run_id}/cancel",
+    WRITE,
+    "200 401 403 404 409 429",
+    ConversationRun,
+    "Cancel a run",
+    tag="runs",
 )
 def cancel_run(request: HttpRequest, run_id: int) -> ConversationRun:
+    """A queued or running run (and its delegated runs) ends `cancelled`: not a failure, and its
+    reservation is released; a running one stops before its next step. Ended already: 409 `not_running`."""
     run = get_object_or_404(RunRow.objects.owned_by(user_of(request)), pk=run_id)
     if not services.cancel_run(run):
         run.refresh_from_db()
@@ -493,41 +488,37 @@ def cancel_run(request: HttpRequest, run_id: int) -> ConversationRun:
 # -- proposals ------------------------------------------------------------------------------------
 
 
-@api.post(
-    "/proposals/{int:proposal_id}/confirm",
-    auth=WRITE,
-    response={200: out.Schedule, 201: out.Schedule, 401: E, 403: E, 404: E, 409: E, 410: E, 429: E},
-    summary="Confirm a proposed schedule",
-    tags=["conversations"],
-    **documented(
-        "write",
-        "Creates the schedule the assistant proposed, through the `schedule.create` policy (via chat, "
-        "naming the conversation and run that proposed it): 201 with the schedule, as `POST "
-        "/schedules` answers. Confirmed already (also when confirmations race: exactly one 201): 200 "
-        "with the same schedule. Declined: 409 `proposal_declined`; no longer valid as proposed (its "
-        "time passed, its agent was retired): 409 `proposal_invalid`; no room for one more active "
-        "schedule: 409 `schedule_limit`; unconfirmed for 24 hours: 410 `proposal_expired`.",
-    ),
+@route(
+    "POST /proposals/{int:proposal_id}/confirm",
+    WRITE,
+    "200 201 401 403 404 409 410 429",
+    out.Schedule,
+    "Confirm a proposed schedule",
+    tag="conversations",
 )
 def confirm_proposal(request: HttpRequest, proposal_id: int) -> Status[out.Schedule]:
+    """Creates the schedule the assistant proposed, through the `schedule.create` policy (via chat,
+    naming the conversation and run that proposed it): 201 with the schedule, as `POST /schedules`
+    answers. Confirmed already (also when confirmations race: exactly one 201): 200 with the same
+    schedule. Declined: 409 `proposal_declined`; no longer valid as proposed (its time passed, its agent
+    was retired): 409 `proposal_invalid`; no room for one more active schedule: 409 `schedule_limit`;
+    unconfirmed for 24 hours: 410 `proposal_expired`."""
     user = user_of(request)
     schedule, created = proposals.confirm(proposal_id, user)
     return Status(201 if created else 200, current(user, schedule))
 
 
-@api.post(
-    "/proposals/{int:proposal_id}/decline",
-    auth=WRITE,
-    response={200: Proposal, 401: E, 403: E, 404: E, 409: E, 410: E, 429: E},
-    summary="Decline a proposed schedule",
-    tags=["conversations"],
-    **documented(
-        "write",
-        "Nothing is created; 200 with the proposal, `declined` (again: the same). Confirmed already: "
-        "409 `proposal_confirmed`; unconfirmed for 24 hours: 410 `proposal_expired`.",
-    ),
+@route(
+    "POST /proposals/{int:proposal_id}/decline",
+    WRITE,
+    "200 401 403 404 409 410 429",
+    Proposal,
+    "Decline a proposed schedule",
+    tag="conversations",
 )
 def decline_proposal(request: HttpRequest, proposal_id: int) -> Proposal:
+    """Nothing is created; 200 with the proposal, `declined` (again: the same). Confirmed already: 409
+    `proposal_confirmed`; unconfirmed for 24 hours: 410 `proposal_expired`."""
     user = user_of(request)
     declined = proposals.decline(proposal_id, user)
     row = ProposalRow.objects.select_related("agent").get(pk=declined.pk)

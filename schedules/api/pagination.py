@@ -21,6 +21,7 @@ from django.http import HttpRequest
 from schedules.api.errors import ApiError
 
 M = TypeVar("M", bound=Model)
+P = TypeVar("P")
 Kind = Literal["int", "datetime"]
 
 DEFAULT_LIMIT = 50
@@ -91,20 +92,22 @@ def paginate(
     request: HttpRequest,
     queryset: QuerySet[M],
     ordering: Ordering,
+    render: Callable[[M], Any],
+    page: Callable[..., P],
     *,
     cursor: str | None,
     limit: int,
-    render: Callable[[M], Any],
-) -> tuple[list[Any], str | None]:
-    """One page of rendered items and the absolute URL of the next page (None on the last)."""
+) -> P:
+    """One page: its rendered items and the absolute URL of the next page (None on the last), as
+    `page(items=..., next=...)`."""
     rows = queryset.order_by(*ordering.order_by())
     if cursor:
         rows = rows.filter(ordering.after(ordering.decode(cursor)))
-    page = list(rows[: limit + 1])
+    found = list(rows[: limit + 1])
     next_url = None
-    if len(page) > limit:
-        page = page[:limit]
+    if len(found) > limit:
+        found = found[:limit]
         query = request.GET.copy()
-        query["cursor"] = ordering.encode(page[-1])
+        query["cursor"] = ordering.encode(found[-1])
         next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
-    return [render(obj) for obj in page], next_url
+    return page(items=[render(obj) for obj in found], next=next_url)

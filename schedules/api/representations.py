@@ -20,7 +20,7 @@ from accounting.ledger import BudgetSummary
 from accounting.models import AccountingEvent as AccountingEventRow
 from accounting.models import BudgetAlert, LedgerEntry
 from accounting.money import format_money
-from accounting.selectors import MonthUsage
+from accounting.selectors import TOKEN_KINDS, MonthUsage
 from runs.failures import ERROR_CLASS_CHOICES, Reason
 from runs.limits import DIMENSIONS, RunLimits
 from runs.models import Run as RunRow
@@ -693,14 +693,7 @@ def call_of(entry: LedgerEntry) -> Call:
         at=entry.created_at,
         provider=entry.provider,
         model=entry.model,
-        tokens=Tokens(
-            input=entry.input_tokens,
-            cache_read=entry.cache_read_tokens,
-            cache_write_5m=entry.cache_write_5m_tokens,
-            cache_write_1h=entry.cache_write_1h_tokens,
-            output=entry.output_tokens,
-            reasoning=entry.reasoning_tokens,
-        ),
+        tokens=_tokens({kind: getattr(entry, f"{kind}_tokens") for kind in TOKEN_KINDS}),
         cost=format_money(entry.cost),
         computed_cost=format_money(entry.computed_cost) if entry.computed_cost is not None else None,
         reported_cost=format_money(entry.reported_cost) if entry.reported_cost is not None else None,

@@ -26,7 +26,7 @@ from schedules.api.bodies import json_object
 from schedules.api.errors import ApiError
 from schedules.api.pagination import Ordering, paginate
 from schedules.api.representations import Limits, OneOf, Out, limits_of
-from schedules.api.routes import VIA, Cursor, E, Limit, api, documented, is_admin, schedule_for
+from schedules.api.routes import VIA, Cursor, Limit, api, is_admin, route, schedule_for
 from schedules.models import RevisionRequest as RevisionRequestRow
 from schedules.schemas import (
     ExplicitRevision,
@@ -115,22 +115,20 @@ def _deciding(request: HttpRequest) -> User:
     return user
 
 
-@api.post(
-    "/schedules/{int:schedule_id}/revision-requests",
-    auth=WRITE,
-    response={201: RevisionRequest, 401: E, 403: E, 404: E, 409: E, 413: E, 422: E, 429: E},
-    summary="Ask for new limits",
-    tags=["revision requests"],
-    **documented(
-        "write",
-        "The owner cannot change limits (only an explicit revision can); this asks an admin to pin "
-        "these: complete `limits`, `max_consecutive_failures` and a `reason`, as for an explicit "
-        "revision. One open request per schedule: another answers 409 `request_open`. The owner is "
-        "told on their notification channels when it is decided. Only the schedule's owner.",
-        json_body("RevisionRequestBody", "the complete limits asked for, the failure limit and why"),
-    ),
+@route(
+    "POST /schedules/{int:schedule_id}/revision-requests",
+    WRITE,
+    "201 401 403 404 409 413 422 429",
+    RevisionRequest,
+    "Ask for new limits",
+    tag="revision requests",
+    body=json_body("RevisionRequestBody", "the complete limits asked for, the failure limit and why"),
 )
 def create_revision_request(request: HttpRequest, schedule_id: int) -> Status[RevisionRequest]:
+    """The owner cannot change limits (only an explicit revision can); this asks an admin to pin these:
+    complete `limits`, `max_consecutive_failures` and a `reason`, as for an explicit revision. One open
+    request per schedule: another answers 409 `request_open`. The owner is told on their notification
+    channels when it is decided. Only the schedule's owner."""
     user = user_of(request)
     schedule = schedule_for(user, schedule_id, owner_only=True)
     data = parse_revision_request(json_object(request))
@@ -138,17 +136,13 @@ def create_revision_request(request: HttpRequest, schedule_id: int) -> Status[Re
     return Status(201, request_of(_rows().get(pk=asked.pk)))
 
 
-@api.get(
-    "/revision-requests",
-    auth=PIN,
-    response={200: RevisionRequestPage, 401: E, 403: E, 422: E, 429: E},
-    summary="List revision requests",
-    tags=["revision requests"],
-    **documented(
-        "pin_revision",
-        "Requests to decide, oldest first; `?state=open` for the queue. Also needs the user's pin "
-        "permission (403 `permission_denied` otherwise).",
-    ),
+@route(
+    "GET /revision-requests",
+    PIN,
+    "200 401 403 422 429",
+    RevisionRequestPage,
+    "List revision requests",
+    tag="revision requests",
 )
 def list_revision_requests(
     request: HttpRequest,
@@ -156,31 +150,30 @@ def list_revision_requests(
     cursor: str | None = Cursor,
     limit: int = Limit,
 ) -> RevisionRequestPage:
+    """Requests to decide, oldest first; `?state=open` for the queue. Also needs the user's pin
+    permission (403 `permission_denied` otherwise)."""
     user = _deciding(request)
     rows = _decidable_by(user)
     if state is not None:
         rows = rows.filter(state=state)
-    items, next_url = paginate(request, rows, QUEUE, cursor=cursor, limit=limit, render=request_of)
-    return RevisionRequestPage(items=items, next=next_url)
+    return paginate(request, rows, QUEUE, request_of, RevisionRequestPage, cursor=cursor, limit=limit)
 
 
-@api.post(
-    "/revision-requests/{int:request_id}/decision",
-    auth=PIN,
-    response={200: RevisionRequest, 401: E, 403: E, 404: E, 409: E, 413: E, 422: E, 429: E},
-    summary="Decide a revision request",
-    tags=["revision requests"],
-    **documented(
-        "pin_revision",
-        '`{"decision": "pin", "limits", "max_consecutive_failures", "reason"}` writes the explicit '
-        "revision (with the final values, which may differ from those asked) and records the "
-        'request on it; `{"decision": "decline", "reason"}` declines it. `base_revision`, when '
-        "given, must be the revision in force (409 `revision_changed` otherwise). Decided already: "
-        "409 `request_decided`. The owner is told either way. Also needs the pin permission.",
-        json_body("RequestDecision", "pin with the final limits and a reason, or decline with a reason"),
-    ),
+@route(
+    "POST /revision-requests/{int:request_id}/decision",
+    PIN,
+    "200 401 403 404 409 413 422 429",
+    RevisionRequest,
+    "Decide a revision request",
+    tag="revision requests",
+    body=json_body("RequestDecision", "pin with the final limits and a reason, or decline with a reason"),
 )
 def decide_revision_request(request: HttpRequest, request_id: int) -> RevisionRequest:
+    """`{"decision": "pin", "limits", "max_consecutive_failures", "reason"}` writes the explicit
+    revision (with the final values, which may differ from those asked) and records the request on it;
+    `{"decision": "decline", "reason"}` declines it. `base_revision`, when given, must be the revision
+    in force (409 `revision_changed` otherwise). Decided already: 409 `request_decided`. The owner is
+    told either way. Also needs the pin permission."""
     user = _deciding(request)
     rows = _decidable_by(user)
     asked = get_object_or_404(rows, pk=request_id)

@@ -1,13 +1,15 @@
 """The routes of docs/contract.md#json-api. Each handler parses input, checks scope and ownership, calls
 one service and renders: no transition is implemented here.
 
-Each route's decorator is its entry in the served OpenAPI schema (its answers, summary, scope and
-words) and repeats the shape of its neighbours on purpose: a route table reads better whole than
-built by a helper that hides which answers a route gives."""
+Each handler's `@route` is its entry in the served OpenAPI schema, written in one line where it fits:
+method and path, the token it needs, every status code it answers and the body of its success, its
+summary and tag; its docstring is the operation's description (`route` says how it is built). A
+route too long for one line takes a few, in the shape of the others: a table, not copied logic."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
@@ -26,7 +28,7 @@ from runs.models import Conversation
 from runs.models import Run as RunRow
 from schedules import forecast, services
 from schedules.api import representations as out
-from schedules.api.auth import PIN, READ, WRITE, user_of
+from schedules.api.auth import PIN, READ, WRITE, BearerToken, user_of
 from schedules.api.base import ScheduleApi, json_body
 from schedules.api.bodies import json_object
 from schedules.api.errors import ApiError
@@ -78,12 +80,42 @@ Money is a decimal string (`"5.00"`); times are ISO 8601 with an offset.""",
 E = out.Error
 
 
-def documented(scope: str, text: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    """An operation's description and schema extras: the scope it needs, and its JSON body."""
-    return {
-        "description": f"{text}\n\nScope: `{scope}`.",
-        "openapi_extra": {"x-required-scope": scope, **(body or {})},
-    }
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def route(
+    operation: str,
+    auth: BearerToken,
+    answers: str,
+    returns: Any,
+    summary: str,
+    *,
+    tag: str,
+    body: dict[str, Any] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Registers the handler below on `api` as `operation` ("METHOD /path"), with its entry in the
+    served schema. `answers` lists every status code it answers: a code below 400 with `returns`
+    (None: no body), any other with E, the error shape. The description is the handler's docstring
+    (one paragraph: line breaks fold to spaces) and the scope its token needs; `body` documents its
+    JSON body (base.json_body)."""
+    method, path = operation.split(" ", 1)
+    scope = str(auth.scope)
+    response = {int(code): returns if int(code) < 400 else E for code in answers.split()}
+
+    def register(handler: Handler) -> Handler:
+        text = " ".join((handler.__doc__ or "").split())
+        return api.api_operation(
+            [method],
+            path,
+            auth=auth,
+            response=response,
+            summary=summary,
+            tags=[tag],
+            description=f"{text}\n\nScope: `{scope}`.",
+            openapi_extra={"x-required-scope": scope, **(body or {})},
+        )(handler)
+
+    return register
 
 
 Cursor = Query(None, max_length=MAX_CURSOR_CHARS, description="the cursor of a `next` link")
@@ -126,68 +158,57 @@ def current(user: User, schedule: ScheduleRow) -> out.Schedule:
 # -- schedules ------------------------------------------------------------------------------------
 
 
-@api.get(
-    "/schedules",
-    auth=READ,
-    response={200: out.SchedulePage, 401: E, 403: E, 422: E, 429: E},
-    summary="List schedules",
-    tags=["schedules"],
-    **documented("read", "Newest first; `?status=paused` lists the paused ones."),
-)
+@route("GET /schedules", READ, "200 401 403 422 429", out.SchedulePage, "List schedules", tag="schedules")
 def list_schedules(
     request: HttpRequest,
     status: ScheduleRow.Status | None = StatusFilter,
     cursor: str | None = Cursor,
     limit: int = Limit,
 ) -> out.SchedulePage:
+    """Newest first; `?status=paused` lists the paused ones."""
     schedules = visible_schedules(user_of(request))
     if status is not None:
         schedules = schedules.filter(status=status)
-    items, next_url = paginate(
-        request, schedules, SCHEDULES, cursor=cursor, limit=limit, render=out.schedule_of
+    return paginate(
+        request, schedules, SCHEDULES, out.schedule_of, out.SchedulePage, cursor=cursor, limit=limit
     )
-    return out.SchedulePage(items=items, next=next_url)
 
 
-@api.post(
-    "/schedules",
-    auth=WRITE,
-    response={201: out.Schedule, 401: E, 403: E, 409: E, 413: E, 422: E, 429: E},
-    summary="Create a schedule",
-    tags=["schedules"],
-    **documented(
-        "write",
-        "Through the `schedule.create` policy: two consecutive failures pause it; its cost limit is "
-        "the agent's finite cost limit or USD 5, capped by the schedule cost ceiling; synthesis "
-        "reserves of 2 steps, 2 model calls and USD 1, each kept only below its total. Give "
-        "`run_at` (one-time) or `cron` and `timezone` (recurring). An owner with as many active "
-        "schedules as allowed (`MAX_ACTIVE_SCHEDULES`, or their own cap): 409 `schedule_limit`.",
-        json_body("ScheduleCreate", "title, prompt, agent (its name), run_at or cron + timezone"),
-    ),
+@route(
+    "POST /schedules",
+    WRITE,
+    "201 401 403 409 413 422 429",
+    out.Schedule,
+    "Create a schedule",
+    tag="schedules",
+    body=json_body("ScheduleCreate", "title, prompt, agent (its name), run_at or cron + timezone"),
 )
 def create_schedule(request: HttpRequest) -> Status[out.Schedule]:
+    """Through the `schedule.create` policy: two consecutive failures pause it; its cost limit is the
+    agent's finite cost limit or USD 5, capped by the schedule cost ceiling; synthesis reserves of 2
+    steps, 2 model calls and USD 1, each kept only below its total. Give `run_at` (one-time) or `cron`
+    and `timezone` (recurring). An owner with as many active schedules as allowed
+    (`MAX_ACTIVE_SCHEDULES`, or their own cap): 409 `schedule_limit`."""
     user = user_of(request)
     data = parse_create(json_object(request))
     schedule = services.create_schedule(user, data, via=VIA)
     return Status(201, current(user, schedule))
 
 
-@api.get(
-    "/schedules/{int:schedule_id}",
-    auth=READ,
-    response={200: out.ScheduleDetail, 401: E, 403: E, 404: E, 429: E},
-    summary="Get a schedule",
-    tags=["schedules"],
-    **documented(
-        "read",
-        f"With its current revision, its last {LAST_OCCURRENCES} occurrences, and `month`: what it spent "
-        "this calendar month (the owner's zone) and is expected to spend by its end (each run at the "
-        "median cost of its last 20 completed runs) and at worst (each at `max_cost`), the month "
-        "simulated day by day within its `monthly_cap` and the owner's daily and monthly ceilings, "
-        "with its runs due, admitted, refused and skipped.",
-    ),
+@route(
+    "GET /schedules/{int:schedule_id}",
+    READ,
+    "200 401 403 404 429",
+    out.ScheduleDetail,
+    "Get a schedule",
+    tag="schedules",
 )
 def get_schedule(request: HttpRequest, schedule_id: int) -> out.ScheduleDetail:
+    """With its current revision, its last 10 occurrences, and `month`: what it spent this calendar
+    month (the owner's zone) and is expected to spend by its end (each run at the median cost of its
+    last 20 completed runs) and at worst (each at `max_cost`), the month simulated day by day within its
+    `monthly_cap` and the owner's daily and monthly ceilings, with its runs due, admitted, refused and
+    skipped."""
     schedule = schedule_for(user_of(request), schedule_id)
     occurrences = list(
         schedule.occurrences.select_related("revision").order_by(*OCCURRENCES.order_by())[:LAST_OCCURRENCES]
@@ -195,22 +216,20 @@ def get_schedule(request: HttpRequest, schedule_id: int) -> out.ScheduleDetail:
     return out.schedule_detail_of(schedule, occurrences, forecast.schedule_forecast(schedule))
 
 
-@api.patch(
-    "/schedules/{int:schedule_id}",
-    auth=WRITE,
-    response={200: out.Schedule, 401: E, 403: E, 404: E, 409: E, 413: E, 422: E, 429: E},
-    summary="Edit a schedule",
-    tags=["schedules"],
-    **documented(
-        "write",
-        "`schedule.update`: title, prompt, cron, timezone (or run_at for a one-time schedule), as a "
-        "new revision that copies the limits and failure limit. Any limit field or "
-        "`max_consecutive_failures` answers 422 `limits_not_updatable`: those change only through "
-        "an explicit revision. A completed schedule answers 409 `schedule_completed`.",
-        json_body("ScheduleUpdate", "only the fields to change"),
-    ),
+@route(
+    "PATCH /schedules/{int:schedule_id}",
+    WRITE,
+    "200 401 403 404 409 413 422 429",
+    out.Schedule,
+    "Edit a schedule",
+    tag="schedules",
+    body=json_body("ScheduleUpdate", "only the fields to change"),
 )
 def update_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
+    """`schedule.update`: title, prompt, cron, timezone (or run_at for a one-time schedule), as a new
+    revision that copies the limits and failure limit. Any limit field or `max_consecutive_failures`
+    answers 422 `limits_not_updatable`: those change only through an explicit revision. A completed
+    schedule answers 409 `schedule_completed`."""
     user = user_of(request)
     schedule = schedule_for(user, schedule_id, owner_only=True)
     data = parse_update(json_object(request))
@@ -218,40 +237,36 @@ def update_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
     return current(user, schedule)
 
 
-@api.post(
-    "/schedules/{int:schedule_id}/pause",
-    auth=WRITE,
-    response={200: out.Schedule, 401: E, 403: E, 404: E, 409: E, 429: E},
-    summary="Pause a schedule",
-    tags=["schedules"],
-    **documented(
-        "write",
-        "Active to paused, with reason `owner` (or `admin` when an admin pauses someone else's "
-        "schedule). Not active: 409 `not_active`.",
-    ),
+@route(
+    "POST /schedules/{int:schedule_id}/pause",
+    WRITE,
+    "200 401 403 404 409 429",
+    out.Schedule,
+    "Pause a schedule",
+    tag="schedules",
 )
 def pause_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
+    """Active to paused, with reason `owner` (or `admin` when an admin pauses someone else's schedule).
+    Not active: 409 `not_active`."""
     user = user_of(request)
     schedule = schedule_for(user, schedule_id)
     services.pause_schedule(schedule, by=user)
     return current(user, schedule)
 
 
-@api.post(
-    "/schedules/{int:schedule_id}/resume",
-    auth=WRITE,
-    response={200: out.Schedule, 401: E, 403: E, 404: E, 409: E, 429: E},
-    summary="Resume a schedule",
-    tags=["schedules"],
-    **documented(
-        "write",
-        "Paused to active. The consecutive-failure count is kept: a schedule paused at its failure "
-        "limit pauses again at its next failure, until one of its runs completes. The next slot is "
-        "computed from now (no backfill). Not paused: 409 `not_paused`; no room for one more active "
-        "schedule: 409 `schedule_limit`.",
-    ),
+@route(
+    "POST /schedules/{int:schedule_id}/resume",
+    WRITE,
+    "200 401 403 404 409 429",
+    out.Schedule,
+    "Resume a schedule",
+    tag="schedules",
 )
 def resume_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
+    """Paused to active. The consecutive-failure count is kept: a schedule paused at its failure limit
+    pauses again at its next failure, until one of its runs completes. The next slot is computed from
+    now (no backfill). Not paused: 409 `not_paused`; no room for one more active schedule: 409
+    `schedule_limit`."""
     user = user_of(request)
     schedule = schedule_for(user, schedule_id)
     services.resume_schedule(schedule, by=user)
@@ -261,41 +276,39 @@ def resume_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
 # -- revisions and occurrences --------------------------------------------------------------------
 
 
-@api.get(
-    "/schedules/{int:schedule_id}/revisions",
-    auth=READ,
-    response={200: out.RevisionPage, 401: E, 403: E, 404: E, 422: E, 429: E},
-    summary="List a schedule's revisions",
-    tags=["schedules"],
-    **documented("read", "All revisions, newest first, with who made each, when, how and why."),
+@route(
+    "GET /schedules/{int:schedule_id}/revisions",
+    READ,
+    "200 401 403 404 422 429",
+    out.RevisionPage,
+    "List a schedule's revisions",
+    tag="schedules",
 )
 def list_revisions(
     request: HttpRequest, schedule_id: int, cursor: str | None = Cursor, limit: int = Limit
 ) -> out.RevisionPage:
+    """All revisions, newest first, with who made each, when, how and why."""
     schedule = schedule_for(user_of(request), schedule_id)
     revisions = schedule.revisions.select_related("created_by")
-    items, next_url = paginate(
-        request, revisions, REVISIONS, cursor=cursor, limit=limit, render=out.revision_of
+    return paginate(
+        request, revisions, REVISIONS, out.revision_of, out.RevisionPage, cursor=cursor, limit=limit
     )
-    return out.RevisionPage(items=items, next=next_url)
 
 
-@api.post(
-    "/schedules/{int:schedule_id}/revisions",
-    auth=PIN,
-    response={201: out.Revision, 401: E, 403: E, 404: E, 413: E, 422: E, 429: E},
-    summary="Pin an explicit revision",
-    tags=["schedules"],
-    **documented(
-        "pin_revision",
-        "The only way limits or the failure limit change: complete `limits`, "
-        "`max_consecutive_failures` and a `reason`. It governs occurrences materialized after it; "
-        "runs already materialized keep the limits they copied, and earlier revisions are never "
-        "rewritten. Also needs the user's pin permission (403 `permission_denied` otherwise).",
-        json_body("ExplicitRevision", "complete limits, the failure limit and a reason"),
-    ),
+@route(
+    "POST /schedules/{int:schedule_id}/revisions",
+    PIN,
+    "201 401 403 404 413 422 429",
+    out.Revision,
+    "Pin an explicit revision",
+    tag="schedules",
+    body=json_body("ExplicitRevision", "complete limits, the failure limit and a reason"),
 )
 def pin_revision(request: HttpRequest, schedule_id: int) -> Status[out.Revision]:
+    """The only way limits or the failure limit change: complete `limits`, `max_consecutive_failures`
+    and a `reason`. It governs occurrences materialized after it; runs already materialized keep the
+    limits they copied, and earlier revisions are never rewritten. Also needs the user's pin permission
+    (403 `permission_denied` otherwise)."""
     user = user_of(request)
     if not user.has_perm(services.PIN_PERMISSION):  # before the body, so no permission is a 403
         raise ApiError(403, "permission_denied", "Pinning a revision needs the pin_revision permission.")
@@ -306,46 +319,41 @@ def pin_revision(request: HttpRequest, schedule_id: int) -> Status[out.Revision]
     return Status(201, out.revision_of(revision))
 
 
-@api.get(
-    "/schedules/{int:schedule_id}/occurrences",
-    auth=READ,
-    response={200: out.OccurrencePage, 401: E, 403: E, 404: E, 422: E, 429: E},
-    summary="List a schedule's occurrences",
-    tags=["schedules"],
-    **documented(
-        "read",
-        "Newest first: when each slot was due, its outcome, the revision in force, and its run "
-        "(null once the run's conversation is deleted).",
-    ),
+@route(
+    "GET /schedules/{int:schedule_id}/occurrences",
+    READ,
+    "200 401 403 404 422 429",
+    out.OccurrencePage,
+    "List a schedule's occurrences",
+    tag="schedules",
 )
 def list_occurrences(
     request: HttpRequest, schedule_id: int, cursor: str | None = Cursor, limit: int = Limit
 ) -> out.OccurrencePage:
+    """Newest first: when each slot was due, its outcome, the revision in force, and its run (null once
+    the run's conversation is deleted)."""
     schedule = schedule_for(user_of(request), schedule_id)
     occurrences = schedule.occurrences.select_related("revision")
-    items, next_url = paginate(
-        request, occurrences, OCCURRENCES, cursor=cursor, limit=limit, render=out.occurrence_of
+    return paginate(
+        request, occurrences, OCCURRENCES, out.occurrence_of, out.OccurrencePage, cursor=cursor, limit=limit
     )
-    return out.OccurrencePage(items=items, next=next_url)
 
 
 # -- runs, accounting, budget, conversations -------------------------------------------------------
 
 
-@api.get(
-    "/runs/in-flight",
-    auth=READ,
-    response={200: out.InFlight, 401: E, 403: E, 429: E},
-    summary="Count runs in flight and queued",
-    tags=["runs"],
-    **documented(
-        "read",
-        "How many of your runs are running (waiting on their providers, each on a worker's "
-        "thread) and how many are queued for a worker. An admin sees every owner's, with the "
-        "running ones per worker process (docs/decisions/0005-runs-in-flight.md).",
-    ),
+@route(
+    "GET /runs/in-flight",
+    READ,
+    "200 401 403 429",
+    out.InFlight,
+    "Count runs in flight and queued",
+    tag="runs",
 )
 def runs_in_flight(request: HttpRequest) -> out.InFlight:
+    """How many of your runs are running (waiting on their providers, each on a worker's thread) and how
+    many are queued for a worker. An admin sees every owner's, with the running ones per worker process
+    (docs/decisions/0005-runs-in-flight.md)."""
     user = user_of(request)
     admin = is_admin(user)
     counts = inflight.in_flight(None if admin else user.pk)
@@ -357,39 +365,23 @@ def runs_in_flight(request: HttpRequest) -> out.InFlight:
     )
 
 
-@api.get(
-    "/runs/{int:run_id}",
-    auth=READ,
-    response={200: out.RunDetail, 401: E, 403: E, 404: E, 429: E},
-    summary="Get a run",
-    tags=["runs"],
-    **documented(
-        "read",
-        "Limits, usage, which dimension activated synthesis, and the failure with its message; each "
-        "provider call with its tokens by kind, what it was charged (the provider's reported charge "
-        "where it reports one, else computed from the prices named) and the tokens in total. Only the "
-        "run's owner sees it.",
-    ),
-)
+@route("GET /runs/{int:run_id}", READ, "200 401 403 404 429", out.RunDetail, "Get a run", tag="runs")
 def get_run(request: HttpRequest, run_id: int) -> out.RunDetail:
+    """Limits, usage, which dimension activated synthesis, and the failure with its message; each
+    provider call with its tokens by kind, what it was charged (the provider's reported charge where it
+    reports one, else computed from the prices named) and the tokens in total. Only the run's owner sees
+    it."""
     run = get_object_or_404(RunRow.objects.owned_by(user_of(request)), pk=run_id)
     return out.run_detail_of(run, calls_of([run.pk]).get(run.pk, []))
 
 
-@api.get(
-    "/accounting-events",
-    auth=READ,
-    response={200: out.AccountingEventPage, 401: E, 403: E, 422: E, 429: E},
-    summary="List accounting events",
-    tags=["accounting"],
-    **documented(
-        "read",
-        "`schedule.run_accounted` events (and `schedule.late_usage_accounted`, which versions before "
-        "2026-12-04 wrote for a provider call that returned after its run was accounted), newest "
-        "first; `?schedule=<id>` "
-        "for one schedule's. They are content-free and outlive the runs, conversations and "
-        "schedules they describe; a run's events sum to its usage.",
-    ),
+@route(
+    "GET /accounting-events",
+    READ,
+    "200 401 403 422 429",
+    out.AccountingEventPage,
+    "List accounting events",
+    tag="accounting",
 )
 def list_accounting_events(
     request: HttpRequest,
@@ -397,35 +389,29 @@ def list_accounting_events(
     cursor: str | None = Cursor,
     limit: int = Limit,
 ) -> out.AccountingEventPage:
+    """`schedule.run_accounted` events (and `schedule.late_usage_accounted`, which versions before
+    2026-12-04 wrote for a provider call that returned after its run was accounted), newest first;
+    `?schedule=<id>` for one schedule's. They are content-free and outlive the runs, conversations and
+    schedules they describe; a run's events sum to its usage."""
     user = user_of(request)
     events = AccountingEventRow.objects.all()
     if not is_admin(user):
         events = events.filter(owner_id=user.pk)
     if schedule is not None:
         events = events.filter(schedule_id=schedule)
-    items, next_url = paginate(
-        request, events, EVENTS, cursor=cursor, limit=limit, render=out.accounting_event_of
+    return paginate(
+        request, events, EVENTS, out.accounting_event_of, out.AccountingEventPage, cursor=cursor, limit=limit
     )
-    return out.AccountingEventPage(items=items, next=next_url)
 
 
-@api.get(
-    "/budget",
-    auth=READ,
-    response={200: out.Budget, 401: E, 403: E, 429: E},
-    summary="Get the budget",
-    tags=["accounting"],
-    **documented(
-        "read",
-        "The daily and monthly ceilings, spend today and this month (in the owner's time zone), "
-        "the reservations held by runs in flight, this month's spend by model and by kind of "
-        "token (uncached input, cache reads, cache writes, output; reasoning is part of output), "
-        "the alert thresholds crossed, and the month's `forecast`, simulated day by day within the "
-        "ceilings: what it comes to, when the monthly ceiling is reached, on how many days the "
-        "daily ceiling refuses runs, and how many runs are refused or skipped, from which schedules.",
-    ),
-)
+@route("GET /budget", READ, "200 401 403 429", out.Budget, "Get the budget", tag="accounting")
 def get_budget(request: HttpRequest) -> out.Budget:
+    """The daily and monthly ceilings, spend today and this month (in the owner's time zone), the
+    reservations held by runs in flight, this month's spend by model and by kind of token (uncached
+    input, cache reads, cache writes, output; reasoning is part of output), the alert thresholds
+    crossed, and the month's `forecast`, simulated day by day within the ceilings: what it comes to,
+    when the monthly ceiling is reached, on how many days the daily ceiling refuses runs, and how many
+    runs are refused or skipped, from which schedules."""
     user = user_of(request)
     budget = ledger.budget_row(user.pk)
     summary = ledger.summarize(user.pk, budget=budget)
@@ -438,21 +424,19 @@ def get_budget(request: HttpRequest) -> out.Budget:
     )
 
 
-@api.put(
-    "/budget/alerts",
-    auth=WRITE,
-    response={200: out.AlertThresholds, 401: E, 403: E, 413: E, 422: E, 429: E},
-    summary="Set the alert thresholds",
-    tags=["accounting"],
-    **documented(
-        "write",
-        '`{"thresholds": [50, 80, 100]}`: percentages of the daily and the monthly ceiling; JSON '
-        "integers 1-100, distinct, at most five (an empty list turns alerts off). Crossing one tells "
-        "you once per period, on your notification channels. Invalid: 422 naming `thresholds`.",
-        json_body("AlertThresholds", "the thresholds, in percent"),
-    ),
+@route(
+    "PUT /budget/alerts",
+    WRITE,
+    "200 401 403 413 422 429",
+    out.AlertThresholds,
+    "Set the alert thresholds",
+    tag="accounting",
+    body=json_body("AlertThresholds", "the thresholds, in percent"),
 )
 def set_alert_thresholds(request: HttpRequest) -> out.AlertThresholds:
+    """`{"thresholds": [50, 80, 100]}`: percentages of the daily and the monthly ceiling; JSON integers
+    1-100, distinct, at most five (an empty list turns alerts off). Crossing one tells you once per
+    period, on your notification channels. Invalid: 422 naming `thresholds`."""
     user = user_of(request)
     body = json_object(request)
     unknown = sorted(key for key in body if key != "thresholds")
@@ -468,19 +452,17 @@ def set_alert_thresholds(request: HttpRequest) -> out.AlertThresholds:
     return out.AlertThresholds(thresholds=alerts.set_thresholds(user.pk, thresholds))
 
 
-@api.delete(
-    "/conversations/{int:conversation_id}",
-    auth=WRITE,
-    response={204: None, 401: E, 403: E, 404: E, 409: E, 429: E},
-    summary="Delete a conversation",
-    tags=["conversations"],
-    **documented(
-        "write",
-        "Deletes the conversation with its runs, transcripts and failure records; 204 with no body. "
-        "Spend and accounting events stay. A run in flight: 409 `conversation_busy`.",
-    ),
+@route(
+    "DELETE /conversations/{int:conversation_id}",
+    WRITE,
+    "204 401 403 404 409 429",
+    None,
+    "Delete a conversation",
+    tag="conversations",
 )
 def delete_conversation(request: HttpRequest, conversation_id: int) -> Status[None]:
+    """Deletes the conversation with its runs, transcripts and failure records; 204 with no body. Spend
+    and accounting events stay. A run in flight: 409 `conversation_busy`."""
     conversation = get_object_or_404(Conversation.objects.owned_by(user_of(request)), pk=conversation_id)
     run_services.delete_conversation(conversation)
     return Status(204, None)

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q, Subquery
@@ -357,37 +358,43 @@ def _groups(owner_id: int, keys: list[GroupKey]) -> dict[GroupKey, ForecastGroup
         return {}
     match = Q()
     for key in keys:
-        match |= Q(
-            kind=key.cadence.kind,
-            cron=key.cadence.cron,
-            timezone=key.cadence.timezone,
-            run_at=key.cadence.run_at,
-            max_cost=key.max_cost,
-            monthly_cap=key.monthly_cap,
-            solo=key.solo,
-        )
+        match |= Q(**_key_columns(key))
     found = {key_of(g): g for g in ForecastGroup.objects.filter(match, owner_id=owner_id)}
     return {key: found[key] for key in keys if key in found}
 
 
 def _new_group(state: ForecastState, key: GroupKey, joiners: list[Input]) -> ForecastGroup:
     fires = fires_of(key.cadence, day=state.day, zone_name=state.timezone)
+    return _group_of(
+        state.owner_id, key, _row_of(key, joiners, fires), day=state.day, zone_name=state.timezone
+    )
+
+
+def _key_columns(key: GroupKey) -> dict[str, Any]:
+    """The columns of a group that make its key (key_of reads them back)."""
+    return {
+        "kind": key.cadence.kind,
+        "cron": key.cadence.cron,
+        "timezone": key.cadence.timezone,
+        "run_at": key.cadence.run_at,
+        "max_cost": key.max_cost,
+        "monthly_cap": key.monthly_cap,
+        "solo": key.solo,
+    }
+
+
+def _group_of(owner_id: int, key: GroupKey, row: GroupRow, *, day: date, zone_name: str) -> ForecastGroup:
+    """The group row to write for `key` (unsaved): written as the sync creates one and as rebuild does."""
     return ForecastGroup(
-        owner_id=state.owner_id,
-        kind=key.cadence.kind,
-        cron=key.cadence.cron,
-        timezone=key.cadence.timezone,
-        run_at=key.cadence.run_at,
-        max_cost=key.max_cost,
-        monthly_cap=key.monthly_cap,
-        solo=key.solo,
-        members=len(joiners),
-        per_fire_sum=sum((j.per_fire for j in joiners), ZERO),
-        first_minute=first_minute_of(key.cadence),
-        day=state.day,
-        owner_timezone=state.timezone,
-        fires=list(fires.per_day),
-        today=list(fires.today),
+        owner_id=owner_id,
+        **_key_columns(key),
+        members=row.members,
+        per_fire_sum=row.per_fire_sum,
+        first_minute=row.first_minute,
+        day=day,
+        owner_timezone=zone_name,
+        fires=list(row.fires),
+        today=list(row.today),
     )
 
 
@@ -428,15 +435,19 @@ def expected(owner_id: int, *, day: date, zone_name: str) -> Table:
     for key, members in by_key.items():
         if key.cadence not in counted:
             counted[key.cadence] = fires_of(key.cadence, day=day, zone_name=zone_name)
-        fires = counted[key.cadence]
-        groups[key] = GroupRow(
-            len(members),
-            sum((m.per_fire for m in members), ZERO),
-            first_minute_of(key.cadence),
-            fires.per_day,
-            fires.today,
-        )
+        groups[key] = _row_of(key, members, counted[key.cadence])
     return Table(day, zone_name, groups, {item.schedule_id: (item.group, item.per_fire) for item in inputs})
+
+
+def _row_of(key: GroupKey, members: list[Input], fires: MonthFires) -> GroupRow:
+    """A group's counts: its members, their cost per fire summed, its first minute and its fires."""
+    return GroupRow(
+        len(members),
+        sum((m.per_fire for m in members), ZERO),
+        first_minute_of(key.cadence),
+        fires.per_day,
+        fires.today,
+    )
 
 
 def stored(owner_id: int) -> Table | None:
@@ -466,23 +477,7 @@ def rebuild(owner_id: int, *, now: datetime | None = None) -> None:
     ForecastGroup.objects.filter(owner_id=owner_id).delete()
     table = expected(owner_id, day=state.day, zone_name=state.timezone)
     groups = [
-        ForecastGroup(
-            owner_id=owner_id,
-            kind=key.cadence.kind,
-            cron=key.cadence.cron,
-            timezone=key.cadence.timezone,
-            run_at=key.cadence.run_at,
-            max_cost=key.max_cost,
-            monthly_cap=key.monthly_cap,
-            solo=key.solo,
-            members=row.members,
-            per_fire_sum=row.per_fire_sum,
-            first_minute=row.first_minute,
-            day=state.day,
-            owner_timezone=state.timezone,
-            fires=list(row.fires),
-            today=list(row.today),
-        )
+        _group_of(owner_id, key, row, day=state.day, zone_name=state.timezone)
         for key, row in table.groups.items()
     ]
     ForecastGroup.objects.bulk_create(groups, batch_size=1_000)

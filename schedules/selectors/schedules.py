@@ -356,6 +356,7 @@ def _row(schedule: Schedule, dimensions: Mapping[int, str], costs: Mapping[int, 
 # -- the schedule detail --------------------------------------------------------------------------
 
 
+# Three named values, as ledger.ReservationRequest and forecast.Stopped hold: alike in shape only.
 @dataclass(frozen=True)
 class Change:
     field: str

@@ -18,13 +18,13 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from accounting.numbers import whole_number
 from accounting.selectors import owner_timezone
-from config.http import HtmxRequest
+from config.http import HtmxRequest, owner_post
 from runs import conversations, services
 from runs.models import Agent, Conversation, Run
 from runs.tasks import enqueue_runs
@@ -107,9 +107,7 @@ def conversation_detail(request: HtmxRequest, pk: int) -> HttpResponse:
     return response if context["thread"].in_flight else HttpResponseStopPolling(response.content)
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def send_message(request: HtmxRequest, pk: int) -> HttpResponse:
     conversation = _mine(request, pk)
     form = MessageForm(request.POST)
@@ -135,9 +133,7 @@ def send_message(request: HtmxRequest, pk: int) -> HttpResponse:
     return render(request, "runs/conversation.html", _page_context(request, conversation, form=form))
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def cancel_run(request: HtmxRequest, pk: int) -> HttpResponse:
     """Stop: the run ends `cancelled` (not a failure) and its reservation is released.
     Idempotent: a run that already ended is left as it is, and said so."""
@@ -169,9 +165,7 @@ def _decided(request: HtmxRequest, proposal: Proposal, notice: str, level: int) 
     )
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def confirm_proposal(request: HtmxRequest, pk: int) -> HttpResponse:
     """Create the proposed schedule. Idempotent: confirmed already creates nothing more."""
     proposal = get_object_or_404(Proposal.objects.owned_by(request.user), pk=pk)
@@ -188,9 +182,7 @@ def confirm_proposal(request: HtmxRequest, pk: int) -> HttpResponse:
     return _decided(request, proposal, "It was confirmed already; nothing more was created.", messages.INFO)
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def decline_proposal(request: HtmxRequest, pk: int) -> HttpResponse:
     """Decline the proposal: nothing is created. Idempotent."""
     proposal = get_object_or_404(Proposal.objects.owned_by(request.user), pk=pk)

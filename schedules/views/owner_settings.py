@@ -8,10 +8,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
-from django.views.decorators.vary import vary_on_headers
 
 from accounting import alerts, ledger
-from config.http import HtmxRequest
+from config.http import HtmxRequest, owner_post
 from schedules import notices, proposals, selectors
 from schedules.forms import (
     AlertThresholdsForm,
@@ -119,9 +118,7 @@ def send_test_notification(request: HtmxRequest) -> HttpResponse:
     return redirect("schedules:settings")
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def chat_settings(request: HtmxRequest) -> HttpResponse:
     """Whether a schedule the assistant proposes in chat waits for the owner's confirmation
     (docs/contract.md#confirm-before-chat-creates-a-schedule). Idempotent."""

@@ -10,13 +10,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from accounting.numbers import whole_number
 from accounting.selectors import owner_timezone, request_budget, request_summary
-from config.http import HtmxRequest
+from config.http import HtmxRequest, owner_post
 from runs.models import Agent
 from schedules import forecast, selectors, services
 from schedules.forms import ScheduleCompletionForm, ScheduleCreateForm, ScheduleUpdateForm
@@ -98,9 +98,7 @@ def _chat_context(schedule: Schedule, history: list[Any]) -> dict[str, Any]:
     }
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def completion_notices(request: HtmxRequest, pk: int) -> HttpResponse:
     """This schedule's override of the owner's completion-notice setting. Idempotent."""
     schedule = owned_schedule(request, pk)
@@ -133,9 +131,7 @@ def _status_response(request: HtmxRequest, schedule: Schedule, notice: str, *, c
     return redirect(reverse("schedules:detail", args=[schedule.pk]) + "#status")
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def resume(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = owned_schedule(request, pk)
     if not request.htmx and request.POST.get("confirmed") != "yes":
@@ -154,9 +150,7 @@ def resume(request: HtmxRequest, pk: int) -> HttpResponse:
     return _status_response(request, schedule, f"Resumed. {sentence}", changed=True)
 
 
-@require_POST
-@login_required
-@vary_on_headers("HX-Request")
+@owner_post
 def pause(request: HtmxRequest, pk: int) -> HttpResponse:
     schedule = owned_schedule(request, pk)
     try:
