@@ -2,8 +2,9 @@
 
     .venv/bin/python tests/bench/run_all.py [--quick] [--verbose] [BENCH ...]
 
-Each bench runs as its own process on the server of DATABASE_URL (an embedded PostgreSQL is
-started for the whole run when none is set), in its own database; its output goes to
+Each bench runs as its own process on the server of DATABASE_URL (an embedded PostgreSQL that
+waits for the disk, as production's does, is started for the whole run when none is set), in its
+own database; its output goes to
 var/bench/NAME.log and its BENCH lines (tests/bench/report.py) become the rows of the table.
 A full run of every bench writes the table into docs/performance.md, between the markers
 `<!-- bench:begin -->` and `<!-- bench:end -->`, stamped with the commit, the date, the machine
@@ -196,7 +197,7 @@ def machine(url: str) -> dict[str, str]:
 
 @contextmanager
 def database_server() -> Iterator[str]:
-    """DATABASE_URL, or an embedded PostgreSQL started for the run (deleted at the end)."""
+    """DATABASE_URL, or an embedded PostgreSQL started for the run (fsync on; deleted at the end)."""
     url = os.environ.get("DATABASE_URL", "")
     if url:
         yield url
@@ -206,7 +207,7 @@ def database_server() -> Iterator[str]:
     from config.embedded import embedded_server
 
     data = Path(tempfile.mkdtemp(prefix="agent-schedules-benches-")) / "data"
-    with embedded_server(data, temporary=True) as started:
+    with embedded_server(data, temporary=True, durable=True) as started:
         yield started
 
 
