@@ -37,32 +37,42 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def seed(count: int, delay: float, run_at: datetime, tag: str, words: int) -> list[int]:
-    from decimal import Decimal
+    from django.db import transaction
 
-    from django.contrib.auth.models import User
-
-    from accounting import ledger
     from runs.models import Agent
-    from schedules.schemas import parse_create
-    from schedules.services import create_schedule
     from tests.factories import make_agent
 
     agent = Agent.objects.filter(name="sim-slow").first() or make_agent("sim-slow", model="sim-slow")
     # Each answer streams `words` chunks more over the delay (a provider writing ~50 tokens a second).
     prompt = f"Wait on the provider: delay={delay} words={words}"
-    owners = []
-    for name, runs in ((f"busy-{tag}", count), (f"other-{tag}", 1)):
-        owner = User.objects.create(username=name)
-        owners.append(owner.pk)
-        budget = ledger.budget_for(owner.pk)
-        budget.daily_ceiling = budget.monthly_ceiling = budget.schedule_cost_ceiling = Decimal("100000")
-        budget.save()
-        for index in range(runs):
-            data = {"title": f"Briefing {index}", "prompt": prompt, "agent": agent.name, "run_at": run_at}
-            create_schedule(owner, parse_create(data), via="bench")
-            if (index + 1) % 200 == 0:
-                progress(f"seeding {name}'s one-time schedules", index + 1, runs)
-    return owners
+    # One transaction: on a server that waits for the disk, a commit per schedule took the burst
+    # past its slot before it was seeded.
+    with transaction.atomic():
+        return [
+            seed_owner(name, runs, agent.name, prompt, run_at)
+            for name, runs in ((f"busy-{tag}", count), (f"other-{tag}", 1))
+        ]
+
+
+def seed_owner(name: str, runs: int, agent: str, prompt: str, run_at: datetime) -> int:
+    from decimal import Decimal
+
+    from django.contrib.auth.models import User
+
+    from accounting import ledger
+    from schedules.schemas import parse_create
+    from schedules.services import create_schedule
+
+    owner = User.objects.create(username=name)
+    budget = ledger.budget_for(owner.pk)
+    budget.daily_ceiling = budget.monthly_ceiling = budget.schedule_cost_ceiling = Decimal("100000")
+    budget.save()
+    for index in range(runs):
+        data = {"title": f"Briefing {index}", "prompt": prompt, "agent": agent, "run_at": run_at}
+        create_schedule(owner, parse_create(data), via="bench")
+        if (index + 1) % 200 == 0:
+            progress(f"seeding {name}'s one-time schedules", index + 1, runs)
+    return owner.pk
 
 
 def cluster_rss_mb(pgid: int) -> float:
@@ -90,7 +100,8 @@ def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str])
     from runs.models import Run
 
     tag = str(time.monotonic_ns())
-    run_at = timezone.now() + timedelta(seconds=20)
+    # The slot leaves time to seed the burst (a schedule is a few writes) and start the cluster.
+    run_at = timezone.now() + timedelta(seconds=20 + runs * 0.02)
     owners = seed(runs, delay, run_at, tag, words)
     # Only the cluster's waker ticks (schedules.waker): at the slot, not at django-q2's next minute.
     QueueSchedule.objects.all().delete()
