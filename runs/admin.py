@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Count
+from django.db.models import Count, Subquery
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -40,7 +40,10 @@ class ProviderFilter(ChoicesFilter):
 
 class WorkerFilter(admin.SimpleListFilter):
     """The worker processes with runs in flight now (the distinct values of the running runs
-    only, read through the status index), to see what each holds (runs.inflight)."""
+    only, read through the status index), to see what each holds (runs.inflight); and the worker
+    chosen, whether or not it holds a run now (a link to the runs of a worker that finished them
+    or was lost). Django drops a filter that offers nothing, and with it the filtering: without
+    the chosen worker among the choices, no run in flight would list every run."""
 
     title = "worker (runs in flight)"
     parameter_name = "worker"
@@ -48,10 +51,23 @@ class WorkerFilter(admin.SimpleListFilter):
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         running = Run.objects.filter(status=Run.Status.RUNNING).exclude(worker="")
         workers = running.values("worker").annotate(runs=Count("id")).order_by("worker")[:50]
-        return [(row["worker"], f"{row['worker']} ({row['runs']} running)") for row in workers]
+        choices = [(row["worker"], f"{row['worker']} ({row['runs']} running)") for row in workers]
+        chosen = self.value()
+        if chosen and all(worker != chosen for worker, _ in choices):
+            choices.append((chosen, f"{chosen} (none running)"))
+        return choices
 
     def queryset(self, request: Any, queryset: Any) -> Any:
-        return queryset.filter(worker=self.value()) if self.value() else queryset
+        """The worker's runs, from its newest down. PostgreSQL lists them newest first by walking
+        the primary key backwards, expecting the worker's rows spread over the table; but a
+        worker is one process ("host:pid"), its runs a stretch of the past, and without a bound the
+        walk would first skip every run since (a worker of last week: the whole week's runs). The
+        worker's newest id, one read of the index run_worker_newest, is where the walk starts."""
+        worker = self.value()
+        if not worker:
+            return queryset
+        newest = Run.objects.filter(worker=worker).order_by("-id").values("id")[:1]
+        return queryset.filter(worker=worker, id__lte=Subquery(newest))
 
 
 def _https_by_default(field: models.Field, **kwargs: Any) -> Any:  # type: ignore[type-arg]

@@ -85,3 +85,19 @@ def test_a_delegated_child_is_not_counted_twice(owner_client, owner, flying):
         attempt=mine[0].attempt,
     )
     assert "2 running" in owner_client.get("/").content.decode()
+
+
+def test_the_admin_run_list_filters_by_a_worker_when_nothing_is_in_flight(admin_user, owner, agent):
+    """A link to the runs of a worker that has finished them (or was lost) lists those runs alone,
+    not every run, also when no run is in flight anywhere: the filter offers the chosen worker."""
+    from runs.models import Run
+
+    runs = [start_interactive_run(owner.pk, agent, "Research.") for _ in range(5)]
+    for run, worker in zip(runs, ("box-3:77", "box-4:88", "box-3:77", "box-4:88", ""), strict=True):
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED, worker=worker)
+    client = Client()
+    client.force_login(admin_user)
+    only = client.get("/admin/runs/run/?worker=box-3:77").content.decode()
+    assert only.count('<th class="field-id">') == 2
+    assert only.index(f">{runs[2].pk}</a>") < only.index(f">{runs[0].pk}</a>")  # newest first
+    assert client.get("/admin/runs/run/?worker=box-9:1").content.decode().count('<th class="field-id">') == 0

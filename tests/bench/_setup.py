@@ -33,9 +33,10 @@ PGBENCH = _pgbench()
 @contextmanager
 def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
     """Create database `name` on the server of DATABASE_URL, or on an embedded PostgreSQL started
-    for this bench (config.embedded) when none is set; point Django at it, migrate, and drop it
-    (and stop that server, deleting its data) afterwards. Also when the bench is stopped: SIGTERM
-    (`timeout`) and SIGHUP end it as Ctrl-C does, so these steps run then too."""
+    for this bench (config.embedded; fsync on, as production's) when none is set; point Django at
+    it, migrate, and drop it (and stop that server, deleting its data) afterwards. Also when the
+    bench is stopped: SIGTERM (`timeout`) and SIGHUP end it as Ctrl-C does, so these steps run then
+    too."""
     import psycopg
 
     sys.path.insert(0, str(ROOT))
@@ -47,7 +48,7 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
             stack.enter_context(handling_stop_signals(interrupt))
         else:
             data = Path(tempfile.mkdtemp(prefix="agent-schedules-bench-")) / "data"
-            base = stack.enter_context(embedded_server(data, temporary=True))
+            base = stack.enter_context(embedded_server(data, temporary=True, durable=True))
             print("on an embedded PostgreSQL 18 (set DATABASE_URL to use another server)", flush=True)
         parts = urlsplit(base)
         admin_url = urlunsplit(parts._replace(path="/postgres"))

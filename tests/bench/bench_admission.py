@@ -5,7 +5,7 @@ pgbench on the same server in the same run as the ceiling (a custom script with 
 lock-read-insert shape on one row, and pgbench's built-in simple-update).
 
     .venv/bin/python tests/bench/bench_admission.py [--clients 8] [--seconds 10]
-        [--sizes 1000,10000,100000,1000000]
+        [--sizes 1000,10000,100000,1000000] [--quick]
 
 Goal (issue: admission flat): at 1M entries within 1.5x of 1k, for latency and throughput.
 Ledger entries are seeded with SQL, spread over the month so far (outside any schedule: a
@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench._setup import bench_database, pgbench, pgbench_init, seed_rollups
+from tests.bench.report import figure, parse_args
 
 LEDGER_SQL = """
 INSERT INTO accounting_ledgerentry (created_at, owner_id, run_id, schedule_id, provider, model,
@@ -107,13 +108,40 @@ def grow_ledger(owner_id: int, have: int, want: int, total: int) -> None:
         cursor.execute("VACUUM ANALYZE accounting_spendrollup")
 
 
+def report(rows: list[tuple[int, float, float, float]], clients: int) -> None:
+    """The BENCH lines: each size's p95 and throughput, next to the smallest size's (goal: flat)."""
+    (first, _, first_p95, first_rate), *grown = rows
+    figure(f"admission p95 at {first:,} ledger entries this month", first_p95, "ms")
+    figure(f"admissions/s at {first:,} ledger entries, {clients} clients", first_rate, "/s")
+    for size, _, p95, rate in grown:
+        figure(
+            f"admission p95 at {size:,} ledger entries this month",
+            p95,
+            "ms",
+            baseline=f"at {first:,}",
+            baseline_value=first_p95,
+            goal="<= 1.5x (flat)",
+            met=p95 <= 1.5 * first_p95,
+        )
+        figure(
+            f"admissions/s at {size:,} ledger entries, {clients} clients",
+            rate,
+            "/s",
+            baseline=f"at {first:,} (the ratio: how many times fewer)",
+            baseline_value=first_rate,
+            ratio=first_rate / rate,
+            goal="<= 1.5x fewer (flat)",
+            met=first_rate / rate <= 1.5,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--samples", type=int, default=500, help="single-client admissions per size")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000")
-    args = parser.parse_args()
+    args = parse_args(parser, quick={"seconds": 2, "samples": 100, "sizes": "1000,10000"})
     sizes = [int(size) for size in args.sizes.split(",")]
 
     with bench_database("bench_admission") as url:
@@ -182,6 +210,14 @@ def main() -> None:
         label = f"pgbench: built-in simple-update (-N, {args.clients} clients)"
         print(f"{label:52}{simple_update['tps']:>12.0f}")
         print(f"ours at {last[0]:,} / same-shape ceiling: {last[3] / same_shape['tps']:.2f}")
+        report(rows, args.clients)
+        figure(
+            f"admissions/s at {last[0]:,} ledger entries, {args.clients} clients",
+            last[3],
+            "/s",
+            baseline=f"pgbench, the same lock-read-insert shape on one row, {args.clients} clients",
+            baseline_value=same_shape["tps"],
+        )
 
 
 if __name__ == "__main__":

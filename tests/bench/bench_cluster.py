@@ -2,7 +2,7 @@
 Prints runs per second and the lag from `scheduled_for` to run start (p50, p99), next to the
 same runs executed in-process one after another (no queue, no workers) as the baseline.
 
-    .venv/bin/python tests/bench/bench_cluster.py [--occurrences 1000] [--workers 2]
+    .venv/bin/python tests/bench/bench_cluster.py [--occurrences 1000] [--workers 2] [--quick]
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("MAX_ACTIVE_SCHEDULES", "100000")  # one owner's whole burst (the cluster's too)
 from tests.bench._setup import ROOT, bench_database, progress
+from tests.bench.report import figure, parse_args
 
 
 def seed(count: int, due_in: float) -> None:
@@ -54,7 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--occurrences", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    parser.add_argument("--due-in", type=float, default=30, help="seconds to the slot: the cluster starts")
+    args = parse_args(parser, quick={"occurrences": 30, "due_in": 10})
 
     with bench_database("bench_cluster") as url:
         from django.db import connections
@@ -65,7 +68,7 @@ def main() -> None:
         from schedules import execution
         from schedules.tasks import enqueue_occurrences
 
-        seed(args.occurrences, due_in=30)
+        seed(args.occurrences, due_in=args.due_in)
         QueueSchedule.objects.all().delete()  # this run ticks by hand, at the due moment
         connections.close_all()
         env = {**os.environ, "DATABASE_URL": url, "Q_WORKERS": str(args.workers), "LOG_LEVEL": "WARNING"}
@@ -140,6 +143,15 @@ def main() -> None:
         )
         print(f"in-process, serial (baseline): {inline_rate:.1f} runs/s over {sample} runs")
         print(f"ratio cluster / in-process serial: {cluster_rate / inline_rate:.2f}")
+        figure(
+            f"{len(runs):,} runs of sim-research due at once, a {args.workers}-worker cluster",
+            cluster_rate,
+            "runs/s",
+            baseline="the same runs in-process, one after another",
+            baseline_value=inline_rate,
+        )
+        figure("their lag from the slot to the run's start, p50", percentile(lags, 0.5), "s")
+        figure("their lag from the slot to the run's start, p99", percentile(lags, 0.99), "s")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ next to the baseline of the same messages driven in-process with no queue and no
 in the same run. Requests go through the whole Django stack with the test client (DEBUG off), so
 "server time" excludes the network; the cluster is a real `manage.py qcluster` process.
 
-    .venv/bin/python tests/bench/bench_conversation.py [--messages 50] [--workers 2] [--keep]
+    .venv/bin/python tests/bench/bench_conversation.py [--messages 50] [--workers 2] [--keep] [--quick]
 
 DATABASE_URL names the server (default: an embedded PostgreSQL started for the run); the script
 creates the database bench_conversation and drops it at the end unless --keep.
@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench._setup import ROOT, bench_database, progress
+from tests.bench.report import figure, parse_args
 
 MESSAGES = [
     "every weekday at 7:30 brief me on topic {n}",  # clock.now, schedule.create, answer: 3 steps
@@ -173,7 +174,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--keep", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, quick={"messages": 5})
 
     with bench_database("bench_conversation", keep=args.keep) as url:
         from django.conf import settings
@@ -245,6 +246,33 @@ def main() -> None:
         print(
             f"  ratio, POST -> run end on the cluster / in-process whole message (p50): "
             f"{statistics.median(cluster_total) / statistics.median(inline['total']):.1f}x"
+        )
+        inline_total = statistics.median(inline["total"])
+        figure(
+            "a message's POST, p95",
+            percentile(column("post"), 0.95) * 1000,
+            "ms",
+            goal="< 100 ms",
+            met=percentile(column("post"), 0.95) < 0.1,
+        )
+        figure("POST -> a worker starts the run, p50", percentile(column("queue"), 0.5) * 1000, "ms")
+        start_to_visible = percentile(column("start_to_first_visible"), 0.95)
+        figure(
+            "worker start -> first progress visible, p95",
+            start_to_visible * 1000,
+            "ms",
+            goal="< 1 s",
+            met=start_to_visible < 1,
+        )
+        figure(
+            "run end -> answer visible, p95", percentile(column("end_to_answer_visible"), 0.95) * 1000, "ms"
+        )
+        figure(
+            "POST -> run end on the cluster, p50",
+            statistics.median(cluster_total) * 1000,
+            "ms",
+            baseline="the whole message in-process, no queue and no poll (p50)",
+            baseline_value=inline_total * 1000,
         )
         print(
             "bounds: a message waits for the broker's next poll of its queue table (0.5 s) before a "

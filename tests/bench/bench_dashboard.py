@@ -2,14 +2,17 @@
 database, measured in the same run: query counts and server time.
 
     .venv/bin/python tests/bench/bench_dashboard.py [--runs 1000000] [--schedules 10000]
-        [--light-owners 10] [--requests 50] [--keep | --reuse]
+        [--light-owners 10] [--requests 50] [--keep | --reuse] [--quick]
 
 Seeds (INSERT ... SELECT generate_series) one heavy owner with --schedules schedules and --runs
 runs, each with its conversation, occurrence, schedule.run_accounted event and ledger entry, all
 in the current month, and --light-owners light owners with 10 schedules and 1,000 runs each,
-then the spend rollups the ledger adds up to and the forecast's inputs. Requests go through the
-whole Django stack (middleware, sessions, context processors, templates) with the test client, so
-"server time" is what a request costs in the process, without the network. The heavy and the light
+then the spend rollups the ledger adds up to and the forecast's inputs. The heavy owner's runs were
+executed by a few workers, the busiest holding 40 % of them, all older than the last 40 % (the
+admin's run list filtered by it is compared with that of a worker of the light owners' runs).
+Requests go through the whole Django stack (middleware, sessions, context processors, templates)
+with the test client, so "server time" is what a request costs in the process, without the
+network. The heavy and the light
 owner's requests to a page take turns, so a machine's load meets both alike. Goals (issue: pages
 flat): at most 12 queries and p95 at most 100 ms on every page, for the heavy owner as for a light
 one, and each heavy page's p95 within 1.5x the light one's.
@@ -32,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench._setup import bench_database, progress, seed_forecast, seed_rollups
+from tests.bench.report import figure, parse_args
 
 LIGHT_SCHEDULES = 30  # enough to fill a page of the list, as the heavy owner's does
 # Which schedules are paused: a tenth of the heavy owner's, five in six of a light owner's, so that
@@ -40,6 +44,20 @@ LIGHT_SCHEDULES = 30  # enough to fill a page of the list, as the heavy owner's 
 HEAVY_PAUSED, LIGHT_PAUSED = "s.id % 10 = 0", "(s.id - {first}) % 6 <> 0"
 LIGHT_RUNS = 1_000
 HEAVY = 1  # the heavy owner's user id
+# The workers ("host:pid", a name per process) that ran the heavy owner's runs: two processes in the
+# month's first 60 %, one of them holding two thirds of those runs (the busiest), then two others
+# after a restart; a worker of its own ran the light owners' runs. The busiest worker's newest run is
+# older than the 40 % after it: its run list must not read them to find its own.
+BUSY_WORKER, LIGHT_WORKER = "bench-host:101", "bench-host:109"
+
+
+def heavy_workers(runs: int) -> str:
+    return (
+        f"(CASE WHEN g <= {runs * 6 // 10} THEN (CASE WHEN g % 3 < 2 THEN '{BUSY_WORKER}' "
+        "ELSE 'bench-host:102' END) WHEN g % 2 = 0 THEN 'bench-host:201' ELSE 'bench-host:202' END)"
+    )
+
+
 # Run g of an owner (runs first..first+count-1): schedule first_schedule + (g - first) % schedules,
 # its time spread evenly over the current month so far; every 7th run fails.
 FRAGMENTS = {
@@ -95,7 +113,7 @@ INSERT INTO runs_run (
     steps, model_calls, tool_calls, cost, synthesis_dimension, synthesis_step, answer,
     failure_reason, error_class, failure_dimension, transient, provider, provider_code,
     http_status, provider_parameter, failure_message, created_at, started_at,
-    finished_at, heartbeat_at, history_omitted)
+    finished_at, heartbeat_at, history_omitted, worker)
 SELECT g, $owner, g, 1, 'interactive', NULL, 'Research what changed since yesterday.',
        CASE WHEN $failed THEN 'failed' ELSE 'completed' END, $limits::jsonb,
        CASE WHEN $failed THEN 0 ELSE 3 END, CASE WHEN $failed THEN 0 ELSE 3 END,
@@ -110,7 +128,7 @@ SELECT g, $owner, g, 1, 'interactive', NULL, 'Research what changed since yester
        CASE WHEN $failed THEN 'overloaded_error' ELSE '' END,
        CASE WHEN $failed THEN 529 END, '',
        CASE WHEN $failed THEN 'Overloaded' ELSE '' END,
-       $slot, $slot, $slot + interval '40 seconds', $slot + interval '40 seconds', false
+       $slot, $slot, $slot + interval '40 seconds', $slot + interval '40 seconds', false, $worker
 FROM generate_series($first_run, $first_run + $runs - 1) g;
 INSERT INTO schedules_occurrence (id, schedule_id, scheduled_for, revision_id, outcome, run_id,
                                   created_at, claimed_at, finished_at)
@@ -204,6 +222,7 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
     from django.contrib.auth.models import User
     from django.db import connection
 
+    from runs.models import DEFAULT_MAX_OUTPUT_TOKENS
     from tests.factories import limits
 
     print(
@@ -214,7 +233,11 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
     limits_json = limits(
         synthesis_reserve_steps=2, synthesis_reserve_model_calls=2, synthesis_reserve_cost="1.00"
     ).model_dump_json()
-    params: dict[str, Any] = {"users": light_owners + 1, "limits": "'" + limits_json.replace("'", "''") + "'"}
+    params: dict[str, Any] = {
+        "users": light_owners + 1,
+        "limits": "'" + limits_json.replace("'", "''") + "'",
+        "max_output_tokens": DEFAULT_MAX_OUTPUT_TOKENS,
+    }
     step(
         "owners, budgets and the agent",
         """
@@ -226,10 +249,11 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
         INSERT INTO accounting_ownerbudget (owner_id, timezone, daily_ceiling, monthly_ceiling, updated_at)
         SELECT g, 'Europe/Riga', 100000, 1000000, now() FROM generate_series(1, $users) g;
         INSERT INTO runs_agent (id, name, provider, model, base_url, api_key_setting, system_prompt, tools,
-                                prices, default_limits, cost_limit,
+                                prices, default_limits, cost_limit, max_output_tokens,
                                 is_active, created_at, history_turns, history_tokens)
         VALUES (1, 'researcher', 'anthropic', 'claude-research', '', 'ANTHROPIC_API_KEY', '', '[]',
-                '{"input": "3.00", "output": "15.00"}'::jsonb, $limits::jsonb, NULL, true, now(), 20, 12000);
+                '{"input": "3.00", "output": "15.00"}'::jsonb, $limits::jsonb, NULL, $max_output_tokens,
+                true, now(), 20, 12000);
         """,
         params,
     )
@@ -246,6 +270,7 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
             "first_run": 1,
             "runs": runs,
             "paused": HEAVY_PAUSED,
+            "worker": heavy_workers(runs),  # its runs are 1..runs
         },
         quiet=True,
     )
@@ -264,6 +289,7 @@ def seed(schedules: int, runs: int, light_owners: int) -> dict[str, Any]:
                 "first_run": runs + 1 + index * LIGHT_RUNS,
                 "runs": LIGHT_RUNS,
                 "paused": LIGHT_PAUSED.format(first=schedules + 1 + index * LIGHT_SCHEDULES),
+                "worker": f"'{LIGHT_WORKER}'",
             },
             quiet=True,
         )
@@ -423,16 +449,21 @@ ADMIN_PAGES: list[tuple[str, str]] = [
 ]
 
 
+WORKER_PAGE = "admin: runs of one worker (filtered)"
+
+
 def run(requests: int, ids: dict[str, Any]) -> list[dict[str, Any]]:
     from django.contrib.auth.models import User
     from django.test import Client, override_settings
 
     results = []
-    total = len(ids) * len(OWNER_PAGES) + len(ADMIN_PAGES) + 1
+    total = len(ids) * (len(OWNER_PAGES) + 1) + len(ADMIN_PAGES) + 1
     clients = {}
     for label, owner_ids in ids.items():
         clients[label] = Client(HTTP_HOST="localhost")
         clients[label].force_login(User.objects.get(pk=owner_ids["owner"]))
+    staff = Client(HTTP_HOST="localhost")
+    staff.force_login(User.objects.get(username="bench-admin"))
     measured: dict[str, list[dict[str, Any]]] = {label: [] for label in ids}
     for page, url in OWNER_PAGES:
         targets = {label: url.format(**owner_ids) for label, owner_ids in ids.items()}
@@ -440,10 +471,21 @@ def run(requests: int, ids: dict[str, Any]) -> list[dict[str, Any]]:
         for label, found in zip(ids, measure_together(page, gets, requests), strict=True):
             measured[label].append({**found, "owner": label})
         progress("pages measured", sum(len(m) for m in measured.values()), total)
+    # The admin's run list of the busiest worker, next to that of a worker of light owners' runs.
+    workers = {"heavy": BUSY_WORKER, "light": LIGHT_WORKER}
+    for worker in workers.values():
+        shown = staff.get(f"/admin/runs/run/?worker={worker}").content.decode()
+        rows, theirs = (
+            shown.count('<th class="field-id">'),
+            shown.count(f'<td class="field-worker">{worker}<'),
+        )
+        assert rows == theirs > 0, f"the run list is not filtered by {worker}: {theirs} of {rows} rows"
+    gets = [lambda w=worker: staff.get(f"/admin/runs/run/?worker={w}") for worker in workers.values()]
+    for label, found in zip(workers, measure_together(WORKER_PAGE, gets, requests), strict=True):
+        measured[label].append({**found, "owner": label})
+    progress("pages measured", sum(len(m) for m in measured.values()), total)
     for rows in measured.values():
         results += rows
-    staff = Client(HTTP_HOST="localhost")
-    staff.force_login(User.objects.get(username="bench-admin"))
     for page, url in ADMIN_PAGES:
         results.append({**measure(page, lambda u=url: staff.get(u), requests), "owner": "admin"})
         progress("pages measured", len(results), total)
@@ -496,6 +538,51 @@ def report(requests: int, results: list[dict[str, Any]]) -> None:
         f"\ngoal: at most {QUERY_GOAL} queries and p95 at most {P95_GOAL_MS:.0f} ms on every page: ", end=""
     )
     print("met" if not missed else "missed on " + ", ".join(f"{r['owner']} {r['label']}" for r in missed))
+    figures(results)
+
+
+def figures(results: list[dict[str, Any]]) -> None:
+    """The BENCH lines: each page of the heavy owner next to a light owner's (the busiest worker's
+    run list next to a light worker's), the admin's changelists, and the most queries a page makes."""
+    light = {r["label"]: r for r in results if r["owner"] == "light"}
+    for row in (r for r in results if r["owner"] == "heavy"):
+        base = light[row["label"]]
+        ratio = row["p95"] / max(base["p95"], 0.001)
+        worker = row["label"] == WORKER_PAGE
+        figure(
+            f"{row['label']}: p95, {'the busiest worker' if worker else 'the heaviest owner'}",
+            row["p95"],
+            "ms",
+            baseline="a worker of light owners' runs" if worker else "a light owner's",
+            baseline_value=base["p95"],
+            ratio=ratio,
+            goal=f"<= 1.5x, < {P95_GOAL_MS:.0f} ms",
+            met=ratio <= 1.5 and row["p95"] < P95_GOAL_MS,
+        )
+    admin = [r for r in results if r["owner"] == "admin"]
+    stock = next(r for r in admin if "Django's defaults" in r["label"])
+    for row in admin:
+        if row is stock:
+            continue
+        runs_list = row["label"] == "admin: runs changelist"
+        figure(
+            f"{row['label']}: p95",
+            row["p95"],
+            "ms",
+            baseline="Django's default changelist of runs" if runs_list else None,
+            baseline_value=stock["p95"] if runs_list else None,
+            goal=f"< {P95_GOAL_MS:.0f} ms",
+            met=row["p95"] < P95_GOAL_MS,
+        )
+    ours = [r for r in results if r is not stock]
+    most = max(ours, key=lambda r: r["queries"])
+    figure(
+        f"most queries on a page ({most['label']})",
+        most["queries"],
+        "",
+        goal=f"<= {QUERY_GOAL}",
+        met=most["queries"] <= QUERY_GOAL,
+    )
 
 
 def main() -> None:
@@ -510,7 +597,7 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="measure a database kept by an earlier --keep run"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, quick={"schedules": 300, "runs": 10_000, "light_owners": 2, "requests": 5})
     if args.reuse:
         ids = reuse_database("bench_dashboard")
         measure_all(args, ids)

@@ -2,7 +2,7 @@
 write their steps (ledger entry, rollups, counters, transcript: the run loop's one statement) at
 once, with the rollups and without them, measured in the same run.
 
-    .venv/bin/python tests/bench/bench_rollup_contention.py [--runs 50] [--seconds 10]
+    .venv/bin/python tests/bench/bench_rollup_contention.py [--runs 50] [--seconds 10] [--quick]
 
 Two loads: paced, each run writing one step per second (as a busy owner's runs do: model calls
 take about that long), where the question is the write's latency; and flat out, every run writing
@@ -13,6 +13,7 @@ the hottest rows there are. Each run is a thread with its own database connectio
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -24,13 +25,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench._setup import bench_database
+from tests.bench.report import figure, parse_args
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_args(parser, quick={"runs": 10, "seconds": 2})
+    # Each run a connection of its own, as runs on several workers have (a process's pool would
+    # otherwise hand its few connections to the runs in turn: config/settings.py).
+    os.environ["DATABASE_POOL_SIZE"] = str(min(100, args.runs + 2))
     with bench_database("bench_rollup_contention"):
         loops = setup(args.runs)
         rows = []
@@ -43,6 +48,30 @@ def main() -> None:
             print(f"{label:18}{load:26}{rate:>10.0f}{p50:>9.2f}{p95:>9.2f}")
         with_flat, without_flat = rows[1][2], rows[3][2]
         print(f"\nflat out, with the rollups / without: {with_flat / without_flat:.2f} of the throughput")
+        paced, paced_without = rows[0], rows[2]
+        figure(
+            f"{args.runs} runs of one owner at 1 step/s each: steps/s",
+            paced[2],
+            "steps/s",
+            baseline="the same without the rollups",
+            baseline_value=paced_without[2],
+            goal=">= 0.95x (not serialized at real load)",
+            met=paced[2] >= 0.95 * paced_without[2],
+        )
+        figure(
+            "their step's write at 1 step/s, p95",
+            paced[4],
+            "ms",
+            baseline="the same without the rollups",
+            baseline_value=paced_without[4],
+        )
+        figure(
+            f"{args.runs} runs of one owner flat out: steps/s",
+            with_flat,
+            "steps/s",
+            baseline="the same without the rollups",
+            baseline_value=without_flat,
+        )
 
 
 def setup(count: int) -> list[Any]:
@@ -103,10 +132,11 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
 
     def without_rollups(call: Any, *, when: str) -> tuple[list[str], list[Any]]:
         ctes, params = real_ctes(call, when=when)
-        return ctes[:1], params[:13]  # the ledger entry alone
+        return ctes[:1], params[: ctes[0].count("%s")]  # the ledger entry alone
 
     ledger.usage_ctes = real_ctes if rollups else without_rollups  # type: ignore[assignment]
     latencies: list[float] = []
+    failures: list[BaseException] = []
     lock = threading.Lock()
     stop = time.monotonic() + seconds
     start = threading.Barrier(len(loops))
@@ -137,6 +167,9 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
                 mine.append((time.perf_counter() - began) * 1000)
                 if pace:
                     time.sleep(max(0.0, pace - (time.perf_counter() - began)))
+        except BaseException as exc:
+            failures.append(exc)
+            start.abort()  # the others stop waiting for this one
         finally:
             connection.close()
             with lock:
@@ -148,6 +181,9 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
     for thread in threads:
         thread.join()
     ledger.usage_ctes = real_ctes  # type: ignore[assignment]
+    real_failures = [f for f in failures if not isinstance(f, threading.BrokenBarrierError)]
+    if real_failures:
+        raise RuntimeError(f"{len(real_failures)} of the runs failed to write a step") from real_failures[0]
     latencies.sort()
     p95 = latencies[max(0, int(len(latencies) * 0.95) - 1)]
     return len(latencies) / seconds, statistics.median(latencies), p95
