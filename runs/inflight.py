@@ -57,6 +57,14 @@ CLAIMS_PER_TURN = 10  # runs one task may claim when slots are free
 # waker (schedules.waker) takes a turn at once instead of waiting for the broker's poll.
 WAKE_CHANNEL = "runs_wake"
 OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold their runs' locks)
+# A claim takes milliseconds. One whose host stops inside it (paused, cut off, swapping) would hold
+# the queued run's row lock, which every other claimer skips, for as long as its connection lives:
+# PostgreSQL ends such a transaction after this long idle, and a lock wait after this long too, so
+# a live host claims the run within seconds.
+CLAIM_TIMEOUT_SECONDS = 5
+_CLAIM_TIMEOUTS_SQL = (
+    "SELECT set_config('idle_in_transaction_session_timeout', %s, true), set_config('lock_timeout', %s, true)"
+)
 
 
 class _Flights:
@@ -181,6 +189,9 @@ def claim_next() -> Run | None:
 
 def _claim_oldest(**among: int) -> Run | None:
     with transaction.atomic():
+        with connection.cursor() as cursor:  # for this transaction only (SET LOCAL)
+            timeout = f"{CLAIM_TIMEOUT_SECONDS}s"
+            cursor.execute(_CLAIM_TIMEOUTS_SQL, [timeout, timeout])
         run = (
             Run.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("agent", "conversation")
