@@ -8,6 +8,7 @@ deployment-checklist setting, so `manage.py check --deploy` is clean.
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -303,6 +304,10 @@ if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:
 # from one worker process at once (runs.providers.gate).
 RUNS_IN_FLIGHT_PER_WORKER = env_int("RUNS_IN_FLIGHT_PER_WORKER", 100, minimum=1, maximum=2000)
 PROVIDER_CONCURRENCY_PER_WORKER = env_int("PROVIDER_CONCURRENCY_PER_WORKER", 50, minimum=1, maximum=2000)
+# The host a worker process names itself by in the runs it claims ("host:pid", runs.services),
+# which the dashboard, the API and the admin show: the machine's name unless the operator gives
+# one (a container's hostname is a random id).
+WORKER_HOST = env_str("WORKER_HOST", socket.gethostname())[:80] or socket.gethostname()[:80]
 
 SIMULATOR_ENABLED = env_bool("SIMULATOR_ENABLED", not PRODUCTION)
 

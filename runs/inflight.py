@@ -25,10 +25,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Max
+from django.utils import timezone
 
 from runs.models import Run
 from runs.runtime import execute_run
@@ -209,28 +211,62 @@ def _claim_oldest(**among: int) -> Run | None:
 
 
 @dataclass(frozen=True)
+class Worker:
+    """A worker process holding runs: "host:pid" as it labels them (WORKER_HOST), how many, and
+    its last heartbeat (the newest of its runs'). Lost once that is older than the lease: its
+    host was killed, paused or cut off, and the reaper will fail its runs `worker_lost`."""
+
+    label: str
+    running: int
+    last_heartbeat: datetime | None
+    lost: bool
+
+    @property
+    def host(self) -> str:
+        return self.label.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
 class InFlight:
     """Runs in flight and queued: an owner's, or everyone's with the running ones per worker."""
 
     running: int
     queued: int
-    by_worker: dict[str, int]
+    workers: tuple[Worker, ...] = ()
+
+    @property
+    def by_worker(self) -> dict[str, int]:
+        return {worker.label: worker.running for worker in self.workers}
+
+    @property
+    def lost(self) -> int:
+        """Workers lost, with runs the reaper has not failed yet."""
+        return sum(worker.lost for worker in self.workers)
 
 
-def in_flight(owner_id: int | None = None) -> InFlight:
+def in_flight(owner_id: int | None = None, *, now: datetime | None = None) -> InFlight:
     runs = Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.QUEUED], parent__isnull=True)
     if owner_id is not None:
         runs = runs.filter(owner_id=owner_id)
     counts = dict(runs.values_list("status").annotate(n=Count("id")).order_by())
-    by_worker: dict[str, int] = {}
+    workers: list[Worker] = []
     if owner_id is None:
-        rows = runs.filter(status=Run.Status.RUNNING).values_list("worker").annotate(n=Count("id"))
-        by_worker = {worker or "unknown": n for worker, n in rows.order_by("worker")}
+        silent_since = (now or timezone.now()) - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+        rows = (
+            runs.filter(status=Run.Status.RUNNING)
+            .values_list("worker")
+            .annotate(n=Count("id"), beat=Max("heartbeat_at"))
+            .order_by("worker")
+        )
+        workers = [
+            Worker(label or "unknown", n, beat, lost=beat is None or beat < silent_since)
+            for label, n, beat in rows
+        ]
     return InFlight(
         running=counts.get(Run.Status.RUNNING, 0),
         queued=counts.get(Run.Status.QUEUED, 0),
-        by_worker=by_worker,
+        workers=tuple(workers),
     )
 
 
-__all__ = ["InFlight", "claim_next", "flights", "in_flight", "take_turn", "worker_label"]
+__all__ = ["InFlight", "Worker", "claim_next", "flights", "in_flight", "take_turn", "worker_label"]

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from runs import inflight
 from runs.models import Run
 from schedules import waker
 from tests.factories import make_agent, start_interactive_run
@@ -40,6 +41,13 @@ def test_a_host_killed_mid_burst_fails_its_runs_worker_lost_once_and_the_others_
     dead.kill()
     assert in_flight, hosts.logs()
 
+    def shown_lost() -> list[str]:
+        """the dead host's worker to show as lost"""
+        return [worker.host for worker in inflight.in_flight().workers if worker.lost]
+
+    # What an admin's dashboard and the API read: that host's worker lost, within the lease, and
+    # only that one (the live hosts heartbeat).
+    assert wait_for(shown_lost, timeout=LEASE_SECONDS + 5) == [dead.name]
     settle()
     outcomes = assert_invariants(schedules, owners)
     lost = set(Run.objects.filter(failure_reason="worker_lost").values_list("pk", flat=True))
