@@ -15,8 +15,8 @@ run is in flight, whatever happened to the tasks of a full worker. The run's thr
 database connection back to the pool before each provider request and each tool (runs.runtime),
 and the process's one heartbeat thread beats for all its runs (runs.services).
 A worker process that ends (recycled, or the cluster stopping) waits for its runs first: they
-are not daemon threads. One killed with them in flight stops heartbeating them, and the reaper
-fails each with `worker_lost`.
+are not daemon threads; meanwhile it claims no new run. One killed with them in flight stops
+heartbeating them, and the reaper fails each with `worker_lost`.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
     One that fails before it claims hands a new task to the queue (`again`). Claiming several per
     turn spares most of django-q2's cost per task when a burst is due; the turns of the runs
     claimed early then find nothing left and end at once."""
+    if ending():
+        return []
     mine = flights()
     held = 0
     while held < CLAIMS_PER_TURN and mine.slots.acquire(blocking=False):
@@ -160,7 +162,7 @@ def _fly(run: Run | None, mine: _Flights) -> None:
                 with mine.lock:
                     mine.runs.discard(run.pk)
             try:
-                run = claim_next()
+                run = None if ending() else claim_next()
             except Exception:
                 logger.exception("claiming the next run after %s failed", run.pk if run else None)
                 run = None
@@ -170,6 +172,14 @@ def _fly(run: Run | None, mine: _Flights) -> None:
     finally:
         connection.close()
         mine.slots.release()
+
+
+def ending() -> bool:
+    """This process is ending: its main thread has returned (a worker django-q2 recycles, or its
+    cluster stopping on SIGTERM) and waits for its runs' threads. It finishes the runs it holds and
+    claims no new one, so a deploy's stop waits for the runs in flight, not for the whole queue:
+    the other workers and hosts claim the rest."""
+    return not threading.main_thread().is_alive()
 
 
 def claim_next() -> Run | None:

@@ -216,6 +216,14 @@ def due_now(schedules: list[Schedule]) -> None:
         )
 
 
+def fired(schedules: list[Schedule]) -> Any:
+    def all_fired() -> bool:
+        """every schedule's slot to be ticked"""
+        return Occurrence.objects.filter(schedule__in=schedules).count() == len(schedules)
+
+    return all_fired
+
+
 def started(count: int) -> Any:
     def enough() -> bool:
         """that many runs to start"""
@@ -225,13 +233,14 @@ def started(count: int) -> Any:
 
 
 def settle(timeout: float = 90) -> None:
-    """Until no run is queued or running: the reaper runs every second meanwhile (a live host's
-    runs it every minute; the lease is what it waits for, not its period)."""
+    """Until no slot is due and no run is queued or running: the reaper runs every second meanwhile
+    (a live host's runs it every minute; the lease is what it waits for, not its period)."""
 
     def settled() -> bool:
-        """every run to end, each lost one reaped"""
+        """every slot due to be ticked, every run to end, each lost one reaped"""
         tasks.reap()
-        return not Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists()
+        due = Schedule.objects.filter(status=Schedule.Status.ACTIVE, next_occurrence_at__lte=timezone.now())
+        return not due.exists() and not Run.objects.exclude(status__in=Run.TERMINAL).exists()
 
     wait_for(settled, timeout=timeout, interval=1.0)
 

@@ -76,10 +76,10 @@ class Proxy:
         await self._cut()
         if self.server is not None:
             self.server.close()
+        # Every connection aborted: each one's task ends as its pipes see it.
         pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        if pending:
+            await asyncio.wait(pending, timeout=5)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.cut_off:

@@ -10,15 +10,17 @@ import time
 
 import pytest
 
+from accounting.models import LedgerEntry
 from runs import inflight
 from runs.models import Run
-from schedules import waker
+from schedules import tasks, waker
 from tests.factories import make_agent, start_interactive_run
 from tests.hosts.conftest import (
     LEASE_SECONDS,
     assert_invariants,
     by_host,
     due_now,
+    fired,
     seed,
     settle,
     started,
@@ -104,3 +106,78 @@ def test_a_host_paused_past_its_lease_and_resumed_writes_nothing_late(hosts, own
     # reaper charged for the call on the wire, not the answer that came after.
     for run in Run.objects.filter(pk__in=held):
         assert run.answer == "" and run.cost > 0, run
+
+
+def test_a_host_cut_off_past_its_lease_then_healed_has_its_late_writes_refused(hosts, owners):
+    # Every call outlasts the partition: the cut-off host's runs are still on the wire when it heals.
+    schedules = seed(owners, 60, delay=LEASE_SECONDS + 8)
+    hosts[1].proxy.slow(0.02)  # and one host's link to the database is slow all along
+    due_now(schedules)
+    wait_for(started(60), timeout=60, interval=0.1)
+    cut = hosts[2]
+    held = {run.pk for run in _in_flight_on(cut.name)}
+    assert held, hosts.logs()
+    cut.proxy.cut()
+    cut_at = time.monotonic()
+    connections_before = cut.proxy.accepted
+
+    def reaped() -> bool:
+        """the cut-off host's runs to be reaped by a live host's reaper"""
+        tasks.reap()
+        return not Run.objects.filter(pk__in=held, status=Run.Status.RUNNING).exists()
+
+    wait_for(reaped, timeout=LEASE_SECONDS + 10, interval=0.5)
+    assert time.monotonic() - cut_at >= LEASE_SECONDS - 1
+    cut.proxy.resume()  # healed while its calls are still on the wire
+
+    settle()
+    # It came back and wrote (or tried to): new connections through its proxy after the heal.
+    wait_for(lambda: cut.proxy.accepted > connections_before, timeout=20)
+    time.sleep(2)  # its last answers arrive and are refused
+    outcomes = assert_invariants(schedules, owners)
+    assert outcomes == {"completed": 60 - len(held), "failed worker_lost": len(held)}, hosts.logs()
+    for run in Run.objects.filter(pk__in=held):
+        # Charged once: the bound the reaper charged for the call on the wire, not the late answer.
+        (entry,) = LedgerEntry.objects.filter(run_id=run.pk)
+        assert entry.estimated and run.answer == "" and run.cost == entry.cost > 0, run
+
+
+def test_every_connection_cut_at_once_mid_burst_loses_and_doubles_nothing_and_the_tick_goes_on(hosts, owners):
+    """The database restarted, as every host sees it: all their connections drop at once and none
+    opens for a few seconds (less than the lease)."""
+    schedules = seed(owners, 150)
+    first, later = schedules[:120], schedules[120:]
+    due_now(first)
+    wait_for(started(40), timeout=60, interval=0.1)
+    for host in hosts:
+        host.proxy.cut()
+    time.sleep(3)
+    for host in hosts:
+        host.proxy.resume()
+    settle()
+    outcomes = assert_invariants(first, owners)
+    assert sum(outcomes.values()) == 120
+    assert set(outcomes) <= {"completed", "failed worker_lost"}, outcomes
+    assert outcomes.get("completed", 0) >= 40, (outcomes, hosts.logs())
+
+    due_now(later)  # the hosts tick again once the database is back
+    wait_for(fired(later), timeout=30)
+    settle()
+    assert assert_invariants(schedules, owners)["completed"] == outcomes.get("completed", 0) + 30
+
+
+def test_a_rolling_restart_of_the_three_hosts_with_runs_in_flight_loses_no_run(hosts, owners):
+    schedules = seed(owners, 150, delay=3)
+    due_now(schedules)
+    wait_for(started(60), timeout=60, interval=0.1)
+    for host in hosts:
+        had = len(_in_flight_on(host.name))
+        stopping = time.monotonic()
+        host.stop(timeout=30)  # SIGTERM: it ends the runs it holds, and claims no new one
+        # Its stop waited for its runs in flight, not for the whole queue behind them.
+        assert time.monotonic() - stopping < 15, (had, hosts.logs())
+        host.start()
+        hosts.wait_ready()
+    settle()
+    outcomes = assert_invariants(schedules, owners)
+    assert outcomes == {"completed": 150}, hosts.logs()
