@@ -139,6 +139,11 @@ DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if _server_side else No
 if _server_side:
     _given = DATABASES["default"]["OPTIONS"].get("options", "")
     DATABASES["default"]["OPTIONS"]["options"] = f"{_given} -c plan_cache_mode=force_custom_plan".strip()
+# Each worker's waker LISTENs for queued runs and new slots (schedules.waker) on a session of its
+# own, which a transaction-pooling proxy (PgBouncer in transaction mode) cannot keep: behind one,
+# name the server itself here (same database and role); empty, the waker uses DATABASE_URL.
+_listen_url = env_str("DATABASE_LISTEN_URL", "")
+DATABASE_LISTEN = database_from_url(_listen_url) if _listen_url else None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -17,7 +17,8 @@ first, instead of waiting for django-q2's minute tick and its broker's poll.
 
 django-q2 stays the executor and the fallback: the tick still runs every minute and every queued
 run still has its task, whose turn finds it already claimed and ends at once. The thread holds one
-database connection of its own (LISTEN needs one that stays open).
+database connection of its own (LISTEN needs one that stays open): behind a transaction-pooling
+proxy, DATABASE_LISTEN_URL names the server itself for it (docs/deploying.md).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from runs.inflight import WAKE_CHANNEL, take_turn
@@ -66,7 +68,7 @@ class Waker:
     def listen(self) -> None:
         import psycopg
 
-        params = {**connection.get_connection_params(), "application_name": APPLICATION_NAME}
+        params = {**_listen_params(), "application_name": APPLICATION_NAME}
         with psycopg.connect(**params, autocommit=True) as conn:
             conn.execute(f"LISTEN {WAKE_CHANNEL}")
             self.turn()  # whatever was queued while nobody listened
@@ -99,6 +101,23 @@ class Waker:
     def turn(self) -> None:
         self.turned_at = time.monotonic()
         take_turn()  # never waits for a slot; gives its connection back to the pool
+
+
+def _listen_params() -> dict[str, Any]:
+    """The LISTEN session's connection: DATABASE_LISTEN_URL's server when one is set (the server
+    itself, past a transaction-pooling proxy that cannot hold a session), else the application's."""
+    listen = settings.DATABASE_LISTEN
+    if not listen:
+        return dict(connection.get_connection_params())
+    params = {
+        "dbname": listen["NAME"],
+        "user": listen["USER"],
+        "password": listen["PASSWORD"],
+        "host": listen["HOST"],
+        "port": listen["PORT"],
+        **listen["OPTIONS"],
+    }
+    return {key: value for key, value in params.items() if value}
 
 
 _waker: Waker | None = None

@@ -138,16 +138,19 @@ class Hosts(list[Host]):
         wait_for(listening, timeout=timeout, interval=0.2)
 
     def logs(self) -> str:
-        return "\n".join(host.log() for host in self)
+        """Each host's log, and how each failed run failed (which worker, what it says)."""
+        failed = Run.objects.filter(status=Run.Status.FAILED).values_list("worker", "failure_message")
+        lines = sorted({f"{worker}: {message}" for worker, message in failed})
+        return "\n".join([*(host.log() for host in self), "--- failed runs", *lines])
 
 
-@pytest.fixture
-def hosts(tmp_path: Path, transactional_db: None) -> Iterator[Hosts]:
-    """Three hosts, started: host-a, host-b and host-c, each one worker process with 20, 30 and 40
-    runs in flight at most. Every process they start is killed at teardown, the test failed or not."""
-    QueueSchedule.objects.all().delete()  # no minute tick of django-q2: the wakers tick at the slot
+def make_host(name: str, logs: Path, **settings: str) -> Host:
+    """A host behind a new proxy of its own, not started: one worker process, the harness's short
+    heartbeat and lease, and `settings` (environment variables) on top."""
     db = connection.settings_dict
-    base = {
+    proxy = Proxy.to(db["HOST"] or "localhost", db["PORT"])
+    port = proxy.start()
+    env = {
         **os.environ,
         "APP_ENV": "development",
         "DEBUG": "false",
@@ -156,20 +159,23 @@ def hosts(tmp_path: Path, transactional_db: None) -> Iterator[Hosts]:
         "PYTHONUNBUFFERED": "1",
         "RUN_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
         "RUN_LEASE_SECONDS": str(LEASE_SECONDS),
+        "DATABASE_URL": _url_through(port),
+        "WORKER_HOST": name,
+        **settings,
     }
-    base.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return Host(name, proxy, env, logs)
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, transactional_db: None) -> Iterator[Hosts]:
+    """Three hosts, started: host-a, host-b and host-c, each one worker process with 20, 30 and 40
+    runs in flight at most. Every process they start is killed at teardown, the test failed or not."""
+    QueueSchedule.objects.all().delete()  # no minute tick of django-q2: the wakers tick at the slot
     made = Hosts()
     try:
         for name, slots in (("host-a", 20), ("host-b", 30), ("host-c", 40)):
-            proxy = Proxy.to(db["HOST"] or "localhost", db["PORT"])
-            port = proxy.start()
-            env = {
-                **base,
-                "DATABASE_URL": _url_through(port),
-                "WORKER_HOST": name,
-                "RUNS_IN_FLIGHT_PER_WORKER": str(slots),
-            }
-            made.append(Host(name, proxy, env, tmp_path))
+            made.append(make_host(name, tmp_path, RUNS_IN_FLIGHT_PER_WORKER=str(slots)))
         for host in made:
             host.start()
         made.wait_ready()
