@@ -245,10 +245,6 @@ class InFlight:
     workers: tuple[Worker, ...] = ()
 
     @property
-    def by_worker(self) -> dict[str, int]:
-        return {worker.label: worker.running for worker in self.workers}
-
-    @property
     def lost(self) -> int:
         """Workers lost, with runs the reaper has not failed yet."""
         return sum(worker.lost for worker in self.workers)

@@ -97,8 +97,11 @@ def burst(url: str, *, hosts: int, runs: int, delay: float) -> dict[str, Any]:
     from schedules import waker
 
     tag = str(time.monotonic_ns())
+    seeding = time.monotonic()
     owners, schedules = seed(runs, delay, tag)
-    connections.close_all()
+    print(f"  seeded {runs:,} schedules in {time.monotonic() - seeding:.0f} s", flush=True)
+    for alias in connections:  # this process's pooled connections too: only the hosts' are counted
+        connections[alias].close_pool()
     database = urlsplit(url).path.lstrip("/")
     started = [start_host(url, f"host-{index + 1}") for index in range(hosts)]
     watcher = psycopg.connect(url, autocommit=True)

@@ -2,8 +2,8 @@
 its own process group, with its own settings, reaching PostgreSQL only through a proxy of its own
 (tests/hosts/proxy.py) that the test can cut, slow down and resume.
 
-The tests of this directory take turns across pytest-xdist workers (a file lock): three clusters
-at once are what a 2-core machine can run beside the rest of the suite, not six.
+The tests that start three hosts take turns across pytest-xdist workers (a file lock): three
+clusters at once are what a 2-core machine can run beside the rest of the suite, not six.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ LEASE_SECONDS = 6  # short, so a fault outlives it in seconds; several beats, so
 PROVIDER_DELAY = 2.0  # each run's one call waits this long on the simulated provider
 
 
-@pytest.fixture(autouse=True)
-def _one_host_test_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+@pytest.fixture
+def one_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Three hosts at a time on this machine, whichever pytest-xdist worker starts them."""
     shared = tmp_path_factory.getbasetemp().parent  # the same directory for every xdist worker
     with open(shared / "hosts.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -168,7 +169,7 @@ def make_host(name: str, logs: Path, **settings: str) -> Host:
 
 
 @pytest.fixture
-def hosts(tmp_path: Path, transactional_db: None) -> Iterator[Hosts]:
+def hosts(tmp_path: Path, transactional_db: None, one_at_a_time: None) -> Iterator[Hosts]:
     """Three hosts, started: host-a, host-b and host-c, each one worker process with 20, 30 and 40
     runs in flight at most. Every process they start is killed at teardown, the test failed or not."""
     QueueSchedule.objects.all().delete()  # no minute tick of django-q2: the wakers tick at the slot
