@@ -176,6 +176,7 @@ def test_a_rolling_restart_of_the_three_hosts_with_runs_in_flight_loses_no_run(h
         host.stop(timeout=30)  # SIGTERM: it ends the runs it holds, and claims no new one
         # Its stop waited for its runs in flight, not for the whole queue behind them.
         assert time.monotonic() - stopping < 15, (had, hosts.logs())
+        assert not _in_flight_on(host.name), (had, hosts.logs())  # it ended them before it stopped
         host.start()
         hosts.wait_ready()
     settle()
