@@ -141,8 +141,10 @@ def _start(run: Run, mine: _Flights) -> None:
     with mine.lock:
         mine.runs.add(run.pk)
     try:
-        # Not a daemon: a worker that ends waits for its runs (multiprocessing joins them).
-        threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
+        # Not a daemon, whoever starts it: a worker that ends waits for its runs (multiprocessing
+        # joins them). Said outright, since a thread inherits its starter's flag, and the waker's
+        # turns start runs from a daemon thread: those runs died with a stopping worker.
+        threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}", daemon=False).start()
     except BaseException:
         with mine.lock:
             mine.runs.discard(run.pk)

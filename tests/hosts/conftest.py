@@ -88,8 +88,16 @@ class Host:
 
     def stop(self, timeout: float = 60) -> None:
         """SIGTERM, as a deploy stops it: the cluster waits for its runs in flight."""
+        self.signal_main(signal.SIGTERM)
+        self.wait(timeout)
+
+    def signal_main(self, number: int) -> None:
+        """To the cluster's main process only, as a process manager sends it."""
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(number)
+
+    def wait(self, timeout: float) -> None:
+        assert self.process is not None
         self.process.wait(timeout=timeout)
 
     def log(self) -> str:
