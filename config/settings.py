@@ -8,6 +8,7 @@ deployment-checklist setting, so `manage.py check --deploy` is clean.
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -138,6 +139,11 @@ DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if _server_side else No
 if _server_side:
     _given = DATABASES["default"]["OPTIONS"].get("options", "")
     DATABASES["default"]["OPTIONS"]["options"] = f"{_given} -c plan_cache_mode=force_custom_plan".strip()
+# Each worker's waker LISTENs for queued runs and new slots (schedules.waker) on a session of its
+# own, which a transaction-pooling proxy (PgBouncer in transaction mode) cannot keep: behind one,
+# name the server itself here (same database and role); empty, the waker uses DATABASE_URL.
+_listen_url = env_str("DATABASE_LISTEN_URL", "")
+DATABASE_LISTEN = database_from_url(_listen_url) if _listen_url else None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -303,6 +309,10 @@ if RUN_LEASE_SECONDS <= RUN_HEARTBEAT_SECONDS:
 # from one worker process at once (runs.providers.gate).
 RUNS_IN_FLIGHT_PER_WORKER = env_int("RUNS_IN_FLIGHT_PER_WORKER", 100, minimum=1, maximum=2000)
 PROVIDER_CONCURRENCY_PER_WORKER = env_int("PROVIDER_CONCURRENCY_PER_WORKER", 50, minimum=1, maximum=2000)
+# The host a worker process names itself by in the runs it claims ("host:pid", runs.services),
+# which the dashboard, the API and the admin show: the machine's name unless the operator gives
+# one (a container's hostname is a random id).
+WORKER_HOST = env_str("WORKER_HOST", socket.gethostname())[:80] or socket.gethostname()[:80]
 
 SIMULATOR_ENABLED = env_bool("SIMULATOR_ENABLED", not PRODUCTION)
 

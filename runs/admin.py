@@ -1,16 +1,19 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Count, Subquery
+from django.db.models import Count, Max, Subquery
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 
 from accounting.admin import WHOLE_NUMBERS, BoundedCountPaginator, ChoicesFilter, ReadOnlyAdmin
 from accounting.models import LedgerEntry, MoneyFormField
@@ -39,19 +42,25 @@ class ProviderFilter(ChoicesFilter):
 
 
 class WorkerFilter(admin.SimpleListFilter):
-    """The worker processes with runs in flight now (the distinct values of the running runs
-    only, read through the status index), to see what each holds (runs.inflight); and the worker
-    chosen, whether or not it holds a run now (a link to the runs of a worker that finished them
-    or was lost). Django drops a filter that offers nothing, and with it the filtering: without
-    the chosen worker among the choices, no run in flight would list every run."""
+    """The worker processes with runs in flight now ("host:pid", the distinct values of the running
+    runs only, read through the status index), to see what each holds (runs.inflight); a worker
+    without a heartbeat within the lease reads "lost". And the worker chosen, whether or not it
+    holds a run now (a link to the runs of a worker that finished them or was lost). Django drops
+    a filter that offers nothing, and with it the filtering: without the chosen worker among the
+    choices, no run in flight would list every run."""
 
     title = "worker (runs in flight)"
     parameter_name = "worker"
 
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        silent_since = timezone.now() - timedelta(seconds=settings.RUN_LEASE_SECONDS)
         running = Run.objects.filter(status=Run.Status.RUNNING).exclude(worker="")
-        workers = running.values("worker").annotate(runs=Count("id")).order_by("worker")[:50]
-        choices = [(row["worker"], f"{row['worker']} ({row['runs']} running)") for row in workers]
+        workers = running.values("worker").annotate(runs=Count("id"), beat=Max("heartbeat_at"))
+        choices = []
+        for row in workers.order_by("worker")[:50]:
+            lost = row["beat"] is None or row["beat"] < silent_since
+            state = ", lost: no heartbeat within the lease" if lost else ""
+            choices.append((row["worker"], f"{row['worker']} ({row['runs']} running{state})"))
         chosen = self.value()
         if chosen and all(worker != chosen for worker, _ in choices):
             choices.append((chosen, f"{chosen} (none running)"))

@@ -15,8 +15,8 @@ run is in flight, whatever happened to the tasks of a full worker. The run's thr
 database connection back to the pool before each provider request and each tool (runs.runtime),
 and the process's one heartbeat thread beats for all its runs (runs.services).
 A worker process that ends (recycled, or the cluster stopping) waits for its runs first: they
-are not daemon threads. One killed with them in flight stops heartbeating them, and the reaper
-fails each with `worker_lost`.
+are not daemon threads; meanwhile it claims no new run. One killed with them in flight stops
+heartbeating them, and the reaper fails each with `worker_lost`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Max
+from django.utils import timezone
 
 from runs.models import Run
 from runs.runtime import execute_run
@@ -57,6 +59,14 @@ CLAIMS_PER_TURN = 10  # runs one task may claim when slots are free
 # waker (schedules.waker) takes a turn at once instead of waiting for the broker's poll.
 WAKE_CHANNEL = "runs_wake"
 OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold their runs' locks)
+# A claim takes milliseconds. One whose host stops inside it (paused, cut off, swapping) would hold
+# the queued run's row lock, which every other claimer skips, for as long as its connection lives:
+# PostgreSQL ends such a transaction after this long idle, and a lock wait after this long too, so
+# a live host claims the run within seconds.
+CLAIM_TIMEOUT_SECONDS = 5
+_CLAIM_TIMEOUTS_SQL = (
+    "SELECT set_config('idle_in_transaction_session_timeout', %s, true), set_config('lock_timeout', %s, true)"
+)
 
 
 class _Flights:
@@ -102,6 +112,8 @@ def take_turn(*, again: Callable[[], None] | None = None) -> list[Run]:
     One that fails before it claims hands a new task to the queue (`again`). Claiming several per
     turn spares most of django-q2's cost per task when a burst is due; the turns of the runs
     claimed early then find nothing left and end at once."""
+    if ending():
+        return []
     mine = flights()
     held = 0
     while held < CLAIMS_PER_TURN and mine.slots.acquire(blocking=False):
@@ -129,8 +141,10 @@ def _start(run: Run, mine: _Flights) -> None:
     with mine.lock:
         mine.runs.add(run.pk)
     try:
-        # Not a daemon: a worker that ends waits for its runs (multiprocessing joins them).
-        threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}").start()
+        # Not a daemon, whoever starts it: a worker that ends waits for its runs (multiprocessing
+        # joins them). Said outright, since a thread inherits its starter's flag, and the waker's
+        # turns start runs from a daemon thread: those runs died with a stopping worker.
+        threading.Thread(target=_fly, args=(run, mine), name=f"run-{run.pk}", daemon=False).start()
     except BaseException:
         with mine.lock:
             mine.runs.discard(run.pk)
@@ -150,7 +164,7 @@ def _fly(run: Run | None, mine: _Flights) -> None:
                 with mine.lock:
                     mine.runs.discard(run.pk)
             try:
-                run = claim_next()
+                run = None if ending() else claim_next()
             except Exception:
                 logger.exception("claiming the next run after %s failed", run.pk if run else None)
                 run = None
@@ -160,6 +174,14 @@ def _fly(run: Run | None, mine: _Flights) -> None:
     finally:
         connection.close()
         mine.slots.release()
+
+
+def ending() -> bool:
+    """This process is ending: its main thread has returned (a worker django-q2 recycles, or its
+    cluster stopping on SIGTERM) and waits for its runs' threads. It finishes the runs it holds and
+    claims no new one, so a deploy's stop waits for the runs in flight, not for the whole queue:
+    the other workers and hosts claim the rest."""
+    return not threading.main_thread().is_alive()
 
 
 def claim_next() -> Run | None:
@@ -181,6 +203,9 @@ def claim_next() -> Run | None:
 
 def _claim_oldest(**among: int) -> Run | None:
     with transaction.atomic():
+        with connection.cursor() as cursor:  # for this transaction only (SET LOCAL)
+            timeout = f"{CLAIM_TIMEOUT_SECONDS}s"
+            cursor.execute(_CLAIM_TIMEOUTS_SQL, [timeout, timeout])
         run = (
             Run.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("agent", "conversation")
@@ -198,28 +223,58 @@ def _claim_oldest(**among: int) -> Run | None:
 
 
 @dataclass(frozen=True)
+class Worker:
+    """A worker process holding runs: "host:pid" as it labels them (WORKER_HOST), how many, and
+    its last heartbeat (the newest of its runs'). Lost once that is older than the lease: its
+    host was killed, paused or cut off, and the reaper will fail its runs `worker_lost`."""
+
+    label: str
+    running: int
+    last_heartbeat: datetime | None
+    lost: bool
+
+    @property
+    def host(self) -> str:
+        return self.label.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
 class InFlight:
     """Runs in flight and queued: an owner's, or everyone's with the running ones per worker."""
 
     running: int
     queued: int
-    by_worker: dict[str, int]
+    workers: tuple[Worker, ...] = ()
+
+    @property
+    def lost(self) -> int:
+        """Workers lost, with runs the reaper has not failed yet."""
+        return sum(worker.lost for worker in self.workers)
 
 
-def in_flight(owner_id: int | None = None) -> InFlight:
+def in_flight(owner_id: int | None = None, *, now: datetime | None = None) -> InFlight:
     runs = Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.QUEUED], parent__isnull=True)
     if owner_id is not None:
         runs = runs.filter(owner_id=owner_id)
     counts = dict(runs.values_list("status").annotate(n=Count("id")).order_by())
-    by_worker: dict[str, int] = {}
+    workers: list[Worker] = []
     if owner_id is None:
-        rows = runs.filter(status=Run.Status.RUNNING).values_list("worker").annotate(n=Count("id"))
-        by_worker = {worker or "unknown": n for worker, n in rows.order_by("worker")}
+        silent_since = (now or timezone.now()) - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+        rows = (
+            runs.filter(status=Run.Status.RUNNING)
+            .values_list("worker")
+            .annotate(n=Count("id"), beat=Max("heartbeat_at"))
+            .order_by("worker")
+        )
+        workers = [
+            Worker(label or "unknown", n, beat, lost=beat is None or beat < silent_since)
+            for label, n, beat in rows
+        ]
     return InFlight(
         running=counts.get(Run.Status.RUNNING, 0),
         queued=counts.get(Run.Status.QUEUED, 0),
-        by_worker=by_worker,
+        workers=tuple(workers),
     )
 
 
-__all__ = ["InFlight", "claim_next", "flights", "in_flight", "take_turn", "worker_label"]
+__all__ = ["InFlight", "Worker", "claim_next", "flights", "in_flight", "take_turn", "worker_label"]

@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -208,8 +207,8 @@ def admit_runs(requests: list[ledger.ReservationRequest], *, now: datetime | Non
 
 
 def worker_label() -> str:
-    """This process, as the runs it claims name it: "host:pid"."""
-    return f"{socket.gethostname()[:80]}:{os.getpid()}"
+    """This process, as the runs it claims name it: "host:pid", the host as WORKER_HOST names it."""
+    return f"{settings.WORKER_HOST}:{os.getpid()}"
 
 
 def claim_run(run: Run) -> uuid.UUID | None:

@@ -10,13 +10,15 @@ first, instead of waiting for django-q2's minute tick and its broker's poll.
   that queues runs (the tick, a message, runs.tasks.in_transaction), so it arrives when they are
   committed; and by a statement trigger whenever a schedule's next slot is written, so a new or
   resumed schedule's slot is known at once.
-- Every FALLBACK_SECONDS, notified or not, it takes a turn and reads the next slot again: a
-  notification lost with a dropped connection costs at most that long, never a run, and a queued
-  run whose task died with its host (its turn never came) is claimed by a live host within it.
+- At most FALLBACK_SECONDS after its last turn, notified or not and however near the next slot
+  is, it takes a turn: a notification lost with a dropped connection costs at most that long,
+  never a run, and a queued run whose task died with its host (its turn never came, or the host
+  was paused or cut off mid-turn) is claimed by a live host within it, not at the broker's retry.
 
 django-q2 stays the executor and the fallback: the tick still runs every minute and every queued
 run still has its task, whose turn finds it already claimed and ends at once. The thread holds one
-database connection of its own (LISTEN needs one that stays open).
+database connection of its own (LISTEN needs one that stays open): behind a transaction-pooling
+proxy, DATABASE_LISTEN_URL names the server itself for it (docs/deploying.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from runs.inflight import WAKE_CHANNEL, take_turn
@@ -47,6 +50,7 @@ class Waker:
     def __init__(self, enqueue: Any) -> None:
         self.enqueue = enqueue  # how the tick writes its runs' tasks (schedules.tasks)
         self.thread: threading.Thread | None = None
+        self.turned_at = 0.0  # time.monotonic() of the last turn, whatever took it
 
     def start(self) -> None:
         if self.thread is None or not self.thread.is_alive():
@@ -64,7 +68,7 @@ class Waker:
     def listen(self) -> None:
         import psycopg
 
-        params = {**connection.get_connection_params(), "application_name": APPLICATION_NAME}
+        params = {**_listen_params(), "application_name": APPLICATION_NAME}
         with psycopg.connect(**params, autocommit=True) as conn:
             conn.execute(f"LISTEN {WAKE_CHANNEL}")
             self.turn()  # whatever was queued while nobody listened
@@ -77,9 +81,12 @@ class Waker:
                     self.tick()
                     ticked_at = time.monotonic()
                     continue
-                wait = min(FALLBACK_SECONDS, max(due_in, AFTER_TICK_SECONDS - since_tick, 0.01))
-                notified = any(True for _ in conn.notifies(timeout=wait, stop_after=1))
-                if notified or due_in > wait:  # woken, or the fallback interval passed
+                # The fallback turn is due FALLBACK_SECONDS after the last turn, whenever the next
+                # slot is: slots that keep coming (or keep moving) never put it off.
+                fallback_in = self.turned_at + FALLBACK_SECONDS - time.monotonic()
+                wait = min(fallback_in, max(due_in, AFTER_TICK_SECONDS - since_tick))
+                notified = any(True for _ in conn.notifies(timeout=max(wait, 0.01), stop_after=1))
+                if notified or time.monotonic() >= self.turned_at + FALLBACK_SECONDS:
                     self.turn()
 
     def tick(self) -> None:
@@ -92,7 +99,25 @@ class Waker:
         self.turn()
 
     def turn(self) -> None:
+        self.turned_at = time.monotonic()
         take_turn()  # never waits for a slot; gives its connection back to the pool
+
+
+def _listen_params() -> dict[str, Any]:
+    """The LISTEN session's connection: DATABASE_LISTEN_URL's server when one is set (the server
+    itself, past a transaction-pooling proxy that cannot hold a session), else the application's."""
+    listen = settings.DATABASE_LISTEN
+    if not listen:
+        return dict(connection.get_connection_params())
+    params = {
+        "dbname": listen["NAME"],
+        "user": listen["USER"],
+        "password": listen["PASSWORD"],
+        "host": listen["HOST"],
+        "port": listen["PORT"],
+        **listen["OPTIONS"],
+    }
+    return {key: value for key, value in params.items() if value}
 
 
 _waker: Waker | None = None

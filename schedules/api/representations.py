@@ -386,7 +386,10 @@ class Budget(Out):
 
 class WorkerRuns(Out):
     worker: str  # "host:pid" of the django-q2 worker process
+    host: str  # the host part of it (the worker's WORKER_HOST)
     running: int
+    last_heartbeat_at: datetime | None
+    lost: bool = Field(description="no heartbeat within the run lease: its runs will fail worker_lost")
 
 
 class InFlight(Out):

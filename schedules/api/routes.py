@@ -353,7 +353,8 @@ def list_occurrences(
 def runs_in_flight(request: HttpRequest) -> out.InFlight:
     """How many of your runs are running (waiting on their providers, each on a worker's thread) and how
     many are queued for a worker. An admin sees every owner's, with the running ones per worker process
-    (docs/decisions/0005-runs-in-flight.md)."""
+    (docs/decisions/0005-runs-in-flight.md), and which workers are lost: no heartbeat within the run
+    lease (a host killed, paused or cut off)."""
     user = user_of(request)
     admin = is_admin(user)
     counts = inflight.in_flight(None if admin else user.pk)
@@ -361,7 +362,16 @@ def runs_in_flight(request: HttpRequest) -> out.InFlight:
         scope="all" if admin else "owner",
         running=counts.running,
         queued=counts.queued,
-        workers=[out.WorkerRuns(worker=w, running=n) for w, n in counts.by_worker.items()],
+        workers=[
+            out.WorkerRuns(
+                worker=w.label,
+                host=w.host,
+                running=w.running,
+                last_heartbeat_at=w.last_heartbeat,
+                lost=w.lost,
+            )
+            for w in counts.workers
+        ],
     )
 
 

@@ -101,3 +101,54 @@ def test_the_admin_run_list_filters_by_a_worker_when_nothing_is_in_flight(admin_
     assert only.count('<th class="field-id">') == 2
     assert only.index(f">{runs[2].pk}</a>") < only.index(f">{runs[0].pk}</a>")  # newest first
     assert client.get("/admin/runs/run/?worker=box-9:1").content.decode().count('<th class="field-id">') == 0
+
+
+@pytest.fixture
+def one_worker_lost(flying, settings):
+    """box-2's heartbeat is older than the lease (its host killed, paused or cut off); the
+    owner's worker beat just now."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.models import Run
+
+    _, theirs = flying
+    silent = timezone.now() - timedelta(seconds=settings.RUN_LEASE_SECONDS + 30)
+    Run.objects.filter(pk=theirs.pk).update(heartbeat_at=silent)
+    return theirs
+
+
+def test_an_admin_sees_a_worker_that_stopped_heartbeating_as_lost_in_words_and_colour(
+    admin_user, one_worker_lost
+):
+    client = Client()
+    client.force_login(admin_user)
+    strip = client.get("/runs/in-flight/", HTTP_HX_REQUEST="true").content.decode()
+    assert '<span class="badge badge--bad">' in strip and "1 worker lost" in strip
+    lost_line = next(line for line in strip.split("<li>") if "box-2:4242" in line)
+    assert "Lost" in lost_line and "no heartbeat since" in lost_line and "worker lost" in lost_line
+    live_line = next(line for line in strip.split("<li>") if "box-2:4242" not in line and "running" in line)
+    assert "Lost" not in live_line
+
+
+def test_the_api_names_each_workers_host_and_whether_it_is_lost(admin_api, one_worker_lost):
+    workers = {w["worker"]: w for w in admin_api.get("/runs/in-flight").json()["workers"]}
+    lost = workers.pop("box-2:4242")
+    assert lost["host"] == "box-2" and lost["lost"] is True and lost["last_heartbeat_at"]
+    (live,) = workers.values()
+    assert live["lost"] is False and live["worker"] == f"{live['host']}:{live['worker'].rsplit(':', 1)[1]}"
+
+
+def test_the_admins_worker_filter_says_which_worker_is_lost(admin_user, one_worker_lost):
+    client = Client()
+    client.force_login(admin_user)
+    listing = client.get("/admin/runs/run/").content.decode()
+    assert "box-2:4242 (1 running, lost: no heartbeat within the lease)" in listing
+
+
+def test_a_worker_names_its_host_as_worker_host_says(owner, agent, settings):
+    settings.WORKER_HOST = "rack-3-node-7"
+    run = start_interactive_run(owner.pk, agent, "Research.")
+    claim_run(run)
+    assert run.worker.startswith("rack-3-node-7:")

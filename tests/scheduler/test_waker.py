@@ -17,7 +17,7 @@ from runs import conversations
 from runs.models import Run
 from runs.tasks import enqueue_runs
 from schedules import waker
-from tests.factories import make_agent, make_schedule
+from tests.factories import make_agent, make_schedule, start_interactive_run
 from tests.scheduler.conftest import read_log, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -76,3 +76,39 @@ def test_a_notification_lost_with_its_connection_costs_at_most_the_fallback_inte
     took = time.monotonic() - sent
     assert took < waker.RECONNECT_SECONDS + waker.FALLBACK_SECONDS + 1.5, read_log(cluster)
     wait_for(lambda: Run.objects.filter(status="completed").exists(), timeout=30)
+
+
+def test_a_queued_run_nobody_notified_is_claimed_within_the_fallback_however_near_the_next_slot(owner, spawn):
+    """A run whose task died with its host: no task left, no notification coming. The next slot is
+    kept less than the fallback interval away all along, moved without a notification (as a slot
+    read just before another host's tick moved it): the fallback turn is still taken."""
+    QueueSchedule.objects.all().delete()  # no minute tick: only the workers' wakers
+    agent = make_agent(model="sim-research")
+    schedule = make_schedule(owner, agent, run_at=timezone.now() + timedelta(hours=1))
+    cluster = spawn("qcluster", env={"Q_POLL_SECONDS": "30"})
+    wait_for(lambda: _ready(cluster), timeout=30)
+
+    def keep_the_slot_near() -> None:
+        with connection.cursor() as cursor:  # replica role: the slot's trigger does not notify
+            cursor.execute("BEGIN; SET LOCAL session_replication_role = replica")
+            cursor.execute(
+                "UPDATE schedules_schedule SET next_occurrence_at = now() + interval '1.5 seconds' "
+                "WHERE id = %s",
+                [schedule.pk],
+            )
+            cursor.execute("COMMIT")
+
+    for _ in range(10):  # every waker reads the near slot, and waits for it
+        keep_the_slot_near()
+        time.sleep(0.3)
+    run = start_interactive_run(owner.pk, agent, "What time is it?")  # no task, no notification
+    queued = time.monotonic()
+    while time.monotonic() - queued < waker.FALLBACK_SECONDS + 3:
+        keep_the_slot_near()
+        if Run.objects.filter(pk=run.pk, started_at__isnull=False).exists():
+            break
+        time.sleep(0.3)
+    run.refresh_from_db()
+    assert not Run.objects.exclude(pk=run.pk).exists()  # the slot never came
+    assert run.started_at is not None, read_log(cluster)
+    assert time.monotonic() - queued < waker.FALLBACK_SECONDS + 1.5, read_log(cluster)
