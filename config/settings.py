@@ -344,6 +344,9 @@ LONGEST_RUN_SECONDS = (
 )
 Q_TIMEOUT_SECONDS = LONGEST_RUN_SECONDS + 60
 Q_POLL_SECONDS = env_seconds("Q_POLL_SECONDS", "2")
+# How long after its last turn a worker's waker takes one unasked (schedules/waker.py): the longest
+# a queued run waits when its notification was lost, or its task died with another host.
+WAKER_FALLBACK_SECONDS = env_seconds("WAKER_FALLBACK_SECONDS", "2")
 Q_RETRY_SECONDS = Q_TIMEOUT_SECONDS + 300
 Q_CLUSTER = {
     "name": "schedules",

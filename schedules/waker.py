@@ -10,10 +10,11 @@ first, instead of waiting for django-q2's minute tick and its broker's poll.
   that queues runs (the tick, a message, runs.tasks.in_transaction), so it arrives when they are
   committed; and by a statement trigger whenever a schedule's next slot is written, so a new or
   resumed schedule's slot is known at once.
-- At most FALLBACK_SECONDS after its last turn, notified or not and however near the next slot
-  is, it takes a turn: a notification lost with a dropped connection costs at most that long,
-  never a run, and a queued run whose task died with its host (its turn never came, or the host
-  was paused or cut off mid-turn) is claimed by a live host within it, not at the broker's retry.
+- At most WAKER_FALLBACK_SECONDS (a setting, 2 s) after its last turn, notified or not and
+  however near the next slot is, it takes a turn: a notification lost with a dropped connection
+  costs at most that long, never a run, and a queued run whose task died with its host (its
+  turn never came, or the host was paused or cut off mid-turn) is claimed by a live host within
+  it, not at the broker's retry.
 
 django-q2 stays the executor and the fallback: the tick still runs every minute and every queued
 run still has its task, whose turn finds it already claimed and ends at once. The thread holds one
@@ -37,7 +38,6 @@ from schedules.models import Schedule
 
 logger = logging.getLogger(__name__)
 
-FALLBACK_SECONDS = 2.0  # the longest a queued run or a new slot waits if a notification is lost
 AFTER_TICK_SECONDS = 0.2  # a slot still due right after a tick is another process's to write
 RECONNECT_SECONDS = 2.0
 APPLICATION_NAME = "schedules-waker"  # how its connection shows in pg_stat_activity
@@ -73,20 +73,21 @@ class Waker:
             conn.execute(f"LISTEN {WAKE_CHANNEL}")
             self.turn()  # whatever was queued while nobody listened
             ticked_at = 0.0
+            fallback = settings.WAKER_FALLBACK_SECONDS  # the longest a run waits for a lost notification
             while True:
                 row = conn.execute(_NEXT_SLOT_SQL).fetchone()
-                due_in = float(row[0]) if row and row[0] is not None else FALLBACK_SECONDS
+                due_in = float(row[0]) if row and row[0] is not None else fallback
                 since_tick = time.monotonic() - ticked_at
                 if due_in <= 0 and since_tick >= AFTER_TICK_SECONDS:
                     self.tick()
                     ticked_at = time.monotonic()
                     continue
-                # The fallback turn is due FALLBACK_SECONDS after the last turn, whenever the next
+                # The fallback turn is due `fallback` seconds after the last turn, whenever the next
                 # slot is: slots that keep coming (or keep moving) never put it off.
-                fallback_in = self.turned_at + FALLBACK_SECONDS - time.monotonic()
+                fallback_in = self.turned_at + fallback - time.monotonic()
                 wait = min(fallback_in, max(due_in, AFTER_TICK_SECONDS - since_tick))
                 notified = any(True for _ in conn.notifies(timeout=max(wait, 0.01), stop_after=1))
-                if notified or time.monotonic() >= self.turned_at + FALLBACK_SECONDS:
+                if notified or time.monotonic() >= self.turned_at + fallback:
                     self.turn()
 
     def tick(self) -> None:

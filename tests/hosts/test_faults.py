@@ -9,11 +9,12 @@ import signal
 import time
 
 import pytest
+from django.conf import settings
 
 from accounting.models import LedgerEntry
 from runs import inflight
 from runs.models import Run
-from schedules import tasks, waker
+from schedules import tasks
 from tests.factories import make_agent, start_interactive_run
 from tests.hosts.conftest import (
     LEASE_SECONDS,
@@ -67,7 +68,7 @@ def test_a_host_killed_mid_burst_fails_its_runs_worker_lost_once_and_the_others_
     wait_for(
         lambda: Run.objects.filter(pk=run.pk, started_at__isnull=False).exists(), timeout=10, interval=0.1
     )
-    assert time.monotonic() - queued < waker.FALLBACK_SECONDS + 1.5
+    assert time.monotonic() - queued < settings.WAKER_FALLBACK_SECONDS + 1.5
     run.refresh_from_db()
     assert not run.worker.startswith(f"{dead.name}:")
 

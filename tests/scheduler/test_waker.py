@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from django_q.models import Schedule as QueueSchedule
@@ -50,14 +51,16 @@ def test_a_one_time_schedule_starts_at_its_slot_not_at_the_next_minute(owner, sp
 
 
 def test_a_message_is_claimed_when_it_is_queued_not_at_the_brokers_poll(owner, spawn):
-    cluster = spawn("qcluster", env={"Q_POLL_SECONDS": "30"})  # a broker that would make it wait 30 s
+    # A broker and a fallback turn that would both make it wait 30 s: only the notification
+    # can start it within seconds.
+    cluster = spawn("qcluster", env={"Q_POLL_SECONDS": "30", "WAKER_FALLBACK_SECONDS": "30"})
     wait_for(lambda: _ready(cluster), timeout=30)
     agent = make_agent(model="sim-research")
     sent = time.monotonic()
     conversations.start_conversation(owner.pk, agent, "What time is it?", enqueue=enqueue_runs)
 
     wait_for(_started, timeout=20, interval=0.02)
-    assert time.monotonic() - sent < 1.5, read_log(cluster)
+    assert time.monotonic() - sent < 5, read_log(cluster)
 
 
 def test_a_notification_lost_with_its_connection_costs_at_most_the_fallback_interval(owner, spawn):
@@ -74,7 +77,7 @@ def test_a_notification_lost_with_its_connection_costs_at_most_the_fallback_inte
 
     wait_for(_started, timeout=20, interval=0.05)
     took = time.monotonic() - sent
-    assert took < waker.RECONNECT_SECONDS + waker.FALLBACK_SECONDS + 1.5, read_log(cluster)
+    assert took < waker.RECONNECT_SECONDS + settings.WAKER_FALLBACK_SECONDS + 1.5, read_log(cluster)
     wait_for(lambda: Run.objects.filter(status="completed").exists(), timeout=30)
 
 
@@ -103,7 +106,7 @@ def test_a_queued_run_nobody_notified_is_claimed_within_the_fallback_however_nea
         time.sleep(0.3)
     run = start_interactive_run(owner.pk, agent, "What time is it?")  # no task, no notification
     queued = time.monotonic()
-    while time.monotonic() - queued < waker.FALLBACK_SECONDS + 3:
+    while time.monotonic() - queued < settings.WAKER_FALLBACK_SECONDS + 3:
         keep_the_slot_near()
         if Run.objects.filter(pk=run.pk, started_at__isnull=False).exists():
             break
@@ -111,4 +114,4 @@ def test_a_queued_run_nobody_notified_is_claimed_within_the_fallback_however_nea
     run.refresh_from_db()
     assert not Run.objects.exclude(pk=run.pk).exists()  # the slot never came
     assert run.started_at is not None, read_log(cluster)
-    assert time.monotonic() - queued < waker.FALLBACK_SECONDS + 1.5, read_log(cluster)
+    assert time.monotonic() - queued < settings.WAKER_FALLBACK_SECONDS + 1.5, read_log(cluster)
