@@ -260,23 +260,65 @@ def finish_run(
     # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
     # that transaction, and a failure rolls all of it back anyway.
     with transaction.atomic(savepoint=False):
-        in_flight = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
-        if attempt is not None:
-            in_flight = in_flight.filter(attempt=attempt)
-        if silent_since is not None:  # the reaper: only if it is still silent, or never started
-            in_flight = in_flight.filter(Q(status=Run.Status.QUEUED) | Q(heartbeat_at__lt=silent_since))
-        if in_flight.update(**fields) != 1:
+        if not _end(run, fields, attempt=attempt, silent_since=silent_since):
             return False
         if not own:
             # Stopped, or reaped, while a call was on the wire: the provider may have generated up
             # to its cap, and billed it. Charged here, before the run's end is told (its accounting
             # event carries it); the loop, if it comes back, finds the call taken.
             why = "the run was stopped" if silent_since is None else "its worker was lost"
-            steps.charge_open_call(run, basis=f"estimate: {why} while the call was on the wire")
+            charged = steps.charge_open_call(run, basis=f"estimate: {why} while the call was on the wire")
+            if charged is not None:  # the row we hold, as the charge moved it
+                run.steps, run.model_calls, run.cost = (
+                    run.steps + 1,
+                    run.model_calls + 1,
+                    run.cost + charged.cost,
+                )
+                run.open_call, run.partial_text = None, ""
         ledger.release(run.pk, now=now)
-        # The usage counters may have moved under us (a delegated child adds to its parent's).
-        run.refresh_from_db(fields=[f.attname for f in Run._meta.concrete_fields if not f.is_relation])
         run_finished.send(sender=Run, run=run)
+    return True
+
+
+# The columns a run's end reads back (all but its relations' objects): what the row holds once
+# ended, counters a delegated child moved included, with no second statement.
+_ENDED = [f for f in Run._meta.concrete_fields if not f.is_relation]
+_COLUMNS = {f.name: f for f in Run._meta.concrete_fields}
+
+
+def _end(
+    run: Run, fields: dict[str, object], *, attempt: uuid.UUID | None, silent_since: datetime | None
+) -> bool:
+    """Write `fields` if the run is still in flight (under `attempt`; for the reaper, only if still
+    silent since `silent_since`, or never started), and read the row back onto `run`, in one
+    statement (UPDATE ... RETURNING). False, and nothing changed, when it is not."""
+    assignments = ", ".join(f'"{_COLUMNS[name].column}" = %s' for name in fields)
+    params: list[Any] = [
+        None if value is None else _COLUMNS[name].get_db_prep_save(value, connection)
+        for name, value in fields.items()
+    ]
+    where = ["id = %s", "status IN (%s, %s)"]
+    params += [run.pk, Run.Status.QUEUED, Run.Status.RUNNING]
+    if attempt is not None:
+        where.append("attempt = %s")
+        params.append(attempt)
+    if silent_since is not None:
+        where.append("(status = %s OR heartbeat_at < %s)")
+        params += [Run.Status.QUEUED, silent_since]
+    returning = ", ".join(f'"{field.column}"' for field in _ENDED)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{Run._meta.db_table}" SET {assignments} '  # noqa: S608 - model metadata, our fields
+            f"WHERE {' AND '.join(where)} RETURNING {returning}",
+            params,
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    for field, value in zip(_ENDED, row, strict=True):
+        for converter in field.get_db_converters(connection):
+            value = converter(value, field, connection)
+        setattr(run, field.attname, value)
     return True
 
 
