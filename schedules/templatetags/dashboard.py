@@ -12,8 +12,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from accounting.formatting import as_decimal, duration_text, local_text, money_text, relative_text
-from accounting.models import owner_zone
 from accounting.money import format_money
+from accounting.timezones import owner_zone
 from schedules.models import PauseEvent
 
 register = template.Library()
