@@ -116,6 +116,22 @@ def badge(status: str, detail: str = "", tone: str = "") -> SafeString:
     )
 
 
+@register.simple_block_tag
+def table(content: SafeString, caption: str, kind: str = "cards", scrolls: bool = False) -> SafeString:
+    """A page's table in the wrapper that lets it scroll on a narrow screen, with its caption for
+    screen readers: `{% table "Caption" %}<thead>…</thead><tbody>…</tbody>{% endtable %}`. `kind` is
+    its style (app.css: .table--cards, --compact, --stack); a wide table that `scrolls` sideways takes
+    the keyboard focus, so that it can be scrolled without a mouse."""
+    return format_html(
+        '<div class="table-wrap"{}>\n<table class="table table--{}">\n'
+        '<caption class="visually-hidden">{}</caption>{}</table>\n</div>',
+        SafeString(' tabindex="0"') if scrolls else "",
+        kind,
+        caption,
+        content,
+    )
+
+
 @register.filter
 def pause_words(reason: str) -> str:
     try:
