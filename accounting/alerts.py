@@ -35,9 +35,9 @@ from accounting.models import (
     Reservation,
     SpendRollup,
     default_alert_thresholds,
-    owner_zone,
 )
 from accounting.signals import thresholds_crossed
+from accounting.timezones import owner_zone
 
 MAX_THRESHOLDS = 5
 RECHECK_SECONDS = 5.0  # how old a process's reading of where an owner stands may get

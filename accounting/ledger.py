@@ -26,10 +26,9 @@ from accounting.models import (
     Reservation,
     SpendRollup,
     UsageRollup,
-    owner_zone,
 )
 from accounting.money import format_money
-from accounting.timezones import default_time_zone
+from accounting.timezones import default_time_zone, owner_zone
 
 ZERO = Decimal("0")
 

@@ -7,7 +7,6 @@ the record of what happened (docs/contract.md#schedules, docs/decisions/0002, po
 
 from __future__ import annotations
 
-import zoneinfo
 from decimal import Decimal
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -19,7 +18,7 @@ from django.db import models
 from django.db.models import JSONField, Value
 
 from accounting.money import USD_PLACES, format_money, parse_money
-from accounting.timezones import default_time_zone, is_time_zone, parse_time_zone
+from accounting.timezones import is_time_zone
 from accounting.tokens import InputByKind
 
 OwnedRow = TypeVar("OwnedRow", bound=models.Model)
@@ -107,16 +106,6 @@ class AppendOnlyModel(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError(f"{type(self).__name__} rows are append-only and are never deleted.")
-
-
-def owner_zone(name: str) -> zoneinfo.ZoneInfo:
-    """A stored time zone name as a zone; the default zone when it is not one (old data) instead
-    of failing every page and admission for that owner. Which zone an owner has:
-    accounting.selectors.owner_timezone."""
-    try:
-        return parse_time_zone(name)
-    except ValueError:
-        return zoneinfo.ZoneInfo(default_time_zone())
 
 
 def validate_timezone(value: str) -> None:

@@ -21,8 +21,6 @@ from django.utils import timezone
 
 from accounting import alerts, ledger, rollups
 from accounting.ledger import ZERO, day_bounds, month_bounds
-
-# The models accounting.ledger writes and these read: the same import list.
 from accounting.models import (
     BudgetAlert,
     LedgerEntry,
@@ -30,9 +28,8 @@ from accounting.models import (
     Reservation,
     SpendRollup,
     UsageRollup,
-    owner_zone,
 )
-from accounting.timezones import default_time_zone, is_time_zone
+from accounting.timezones import default_time_zone, is_time_zone, owner_zone
 
 
 def request_budget(request: HttpRequest) -> OwnerBudget:

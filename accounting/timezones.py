@@ -37,3 +37,13 @@ def parse_time_zone(name: str, field: str = "timezone") -> zoneinfo.ZoneInfo:
 def default_time_zone() -> str:
     """DEFAULT_OWNER_TIME_ZONE: an owner's zone before they choose one (checked at start-up)."""
     return str(settings.DEFAULT_OWNER_TIME_ZONE)
+
+
+def owner_zone(name: str) -> zoneinfo.ZoneInfo:
+    """A stored time zone name as a zone; the default zone when it is not one (old data) instead
+    of failing every page and admission for that owner. Which zone an owner has:
+    accounting.selectors.owner_timezone."""
+    try:
+        return parse_time_zone(name)
+    except ValueError:
+        return zoneinfo.ZoneInfo(default_time_zone())

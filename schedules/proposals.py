@@ -24,8 +24,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from accounting.models import owner_zone
 from accounting.selectors import owner_timezone
+from accounting.timezones import owner_zone
 from runs.limits import RunLimits
 from runs.models import Agent, Conversation, Run
 from schedules import recurrence, services

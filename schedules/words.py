@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from accounting.formatting import local_text
-from accounting.models import AccountingEvent, owner_zone
+from accounting.models import AccountingEvent
+from accounting.timezones import owner_zone
 from runs.failures import Failure
 from schedules.models import PauseEvent, Schedule
 

@@ -358,6 +358,8 @@ def runs_in_flight(request: HttpRequest) -> out.InFlight:
     user = user_of(request)
     admin = is_admin(user)
     counts = inflight.in_flight(None if admin else user.pk)
+    # Copies each worker's figures by name, as runs.services copies a failure's onto its run: the same
+    # shape, not the same logic.
     return out.InFlight(
         scope="all" if admin else "owner",
         running=counts.running,

@@ -25,8 +25,9 @@ from django.utils import timezone
 
 from accounting import ledger
 from accounting.ledger import ZERO, month_bounds
-from accounting.models import OwnerBudget, owner_zone
+from accounting.models import OwnerBudget
 from accounting.selectors import cost_this_month, owner_timezone
+from accounting.timezones import owner_zone
 from schedules.forecast.cadence import Cadence, MonthFires
 from schedules.forecast.inputs import GroupKey
 from schedules.forecast.simulation import CostsNeeded, Lot, LotRun, MonthRun, Share, simulate

@@ -31,9 +31,9 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from accounting.ledger import ZERO
-from accounting.models import AccountingEvent, OwnerBudget, owner_zone
+from accounting.models import AccountingEvent, OwnerBudget
 from accounting.selectors import owner_timezone
-from accounting.timezones import default_time_zone, is_time_zone
+from accounting.timezones import default_time_zone, is_time_zone, owner_zone
 from schedules.forecast.cadence import Cadence, MonthFires, month_fires
 from schedules.forecast.inputs import GroupKey, Input
 from schedules.models import ForecastGroup, ForecastInput, ForecastState, Schedule

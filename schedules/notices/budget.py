@@ -11,9 +11,10 @@ from django.conf import settings
 from django.urls import reverse
 
 from accounting.formatting import local_text, money_text
-from accounting.models import BudgetAlert, owner_zone
+from accounting.models import BudgetAlert
 from accounting.money import format_money
 from accounting.selectors import owner_timezone
+from accounting.timezones import owner_zone
 from schedules.models import Notice, NotificationSettings
 from schedules.notices.message import Message
 

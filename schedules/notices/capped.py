@@ -13,9 +13,9 @@ from django.urls import reverse
 
 from accounting.formatting import local_text, money_text
 from accounting.ledger import month_bounds
-from accounting.models import owner_zone
 from accounting.money import format_money
 from accounting.selectors import cost_this_month, owner_timezone
+from accounting.timezones import owner_zone
 from schedules.models import Notice, NotificationSettings, Occurrence
 from schedules.notices.message import Message
 

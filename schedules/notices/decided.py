@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounting.formatting import local_text, money_text
-from accounting.models import owner_zone
 from accounting.selectors import owner_timezone
+from accounting.timezones import owner_zone
 from schedules.models import Notice, NotificationSettings, RevisionRequest
 from schedules.notices.message import Message
 

@@ -19,8 +19,9 @@ from typing import Any
 
 from accounting.formatting import local_text, money_text
 from accounting.ledger import ZERO
-from accounting.models import AccountingEvent, LedgerEntry, owner_zone
+from accounting.models import AccountingEvent, LedgerEntry
 from accounting.money import MONEY_PLACES, format_money, parse_money
+from accounting.timezones import owner_zone
 from runs.failures import Failure, Reason
 from runs.limits import MAX_COST, MAX_COUNT, RunLimits, validate_limits, with_reserves
 from runs.models import Run, TranscriptEntry

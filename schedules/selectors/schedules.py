@@ -16,7 +16,8 @@ from django.db.models import Count, Q, QuerySet
 from accounting import selectors as accounting
 from accounting.formatting import money_text
 from accounting.ledger import ZERO
-from accounting.models import AccountingEvent, owner_zone
+from accounting.models import AccountingEvent
+from accounting.timezones import owner_zone
 from runs.failures import Failure
 from runs.limits import RunLimits
 from runs.models import Run

@@ -12,8 +12,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from accounting.formatting import as_decimal, duration_text, local_text, money_text, relative_text
-from accounting.models import owner_zone
 from accounting.money import format_money
+from accounting.timezones import owner_zone
 from schedules.models import PauseEvent
 
 register = template.Library()
@@ -113,6 +113,22 @@ def badge(status: str, detail: str = "", tone: str = "") -> SafeString:
         '<span class="badge badge--{}"><span class="badge__dot" aria-hidden="true"></span>{}</span>',
         tone,
         word,
+    )
+
+
+@register.simple_block_tag
+def table(content: SafeString, caption: str, kind: str = "cards", scrolls: bool = False) -> SafeString:
+    """A page's table in the wrapper that lets it scroll on a narrow screen, with its caption for
+    screen readers: `{% table "Caption" %}<thead>…</thead><tbody>…</tbody>{% endtable %}`. `kind` is
+    its style (app.css: .table--cards, --compact, --stack); a wide table that `scrolls` sideways takes
+    the keyboard focus, so that it can be scrolled without a mouse."""
+    return format_html(
+        '<div class="table-wrap"{}>\n<table class="table table--{}">\n'
+        '<caption class="visually-hidden">{}</caption>{}</table>\n</div>',
+        SafeString(' tabindex="0"') if scrolls else "",
+        kind,
+        caption,
+        content,
     )
 
 

@@ -8,12 +8,19 @@ other data.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,6 +131,49 @@ def seed_forecast() -> None:
 def progress(label: str, done: int, total: int) -> None:
     end = "\n" if done >= total else "\r"
     print(f"  {label}: {done}/{total}", end=end, flush=True)
+
+
+def start_cluster(url: str, **env: str) -> subprocess.Popen[bytes]:
+    """`manage.py qcluster` on the database at `url`, quiet, in a session of its own (so that
+    stop_cluster can end its whole group), with `env` over this process's environment."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING", **env},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop_cluster(cluster: subprocess.Popen[bytes]) -> None:
+    cluster.send_signal(signal.SIGTERM)  # django-q2 stops its own workers
+    try:
+        cluster.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()
+
+
+def watch_runs(watcher: psycopg.Connection[Any], owners: list[int], total: int) -> Iterator[int]:
+    """Polls until `total` runs of `owners` have ended, with a progress line; at each poll, yields how
+    many connections to the watcher's database are open, the watcher's own left out (the hosts' or
+    the cluster's), for the caller to keep the peak of that and whatever else it samples."""
+    while True:
+        done = watcher.execute(
+            "SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed', 'cancelled') "
+            "AND owner_id = ANY(%s)",
+            [owners],
+        ).fetchone()[0]
+        yield watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+        if done >= total:
+            break
+        progress("runs finished", done, total)
+        time.sleep(0.2)
+    progress("runs finished", total, total)
 
 
 def pgbench(url: str, clients: int, seconds: int, *extra: str) -> dict[str, float]:

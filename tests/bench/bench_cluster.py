@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -19,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("MAX_ACTIVE_SCHEDULES", "100000")  # one owner's whole burst (the cluster's too)
-from tests.bench._setup import ROOT, bench_database, progress
+from tests.bench._setup import bench_database, progress, start_cluster, stop_cluster
 from tests.bench.report import figure, parse_args
 
 
@@ -71,15 +69,7 @@ def main() -> None:
         seed(args.occurrences, due_in=args.due_in)
         QueueSchedule.objects.all().delete()  # this run ticks by hand, at the due moment
         connections.close_all()
-        env = {**os.environ, "DATABASE_URL": url, "Q_WORKERS": str(args.workers), "LOG_LEVEL": "WARNING"}
-        cluster = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        cluster = start_cluster(url, Q_WORKERS=str(args.workers))
         try:
             from schedules.models import Schedule
 
@@ -96,12 +86,7 @@ def main() -> None:
                 time.sleep(1)
             progress("runs finished", args.occurrences, args.occurrences)
         finally:
-            cluster.send_signal(signal.SIGTERM)  # django-q2 stops its own workers
-            try:
-                cluster.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(cluster.pid, signal.SIGKILL)
-                cluster.wait()
+            stop_cluster(cluster)
 
         runs = list(Run.objects.values("status", "started_at", "finished_at", "conversation__metadata"))
         statuses = {r["status"] for r in runs}

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.bench._setup import ROOT, bench_database, progress
+from tests.bench._setup import bench_database, progress, start_cluster, stop_cluster
 from tests.bench.report import figure, parse_args
 
 MESSAGES = [
@@ -73,27 +70,6 @@ def seed() -> tuple[Any, Any]:
     budget.daily_ceiling = budget.monthly_ceiling = budget.schedule_cost_ceiling = Decimal("100000")
     budget.save()
     return owner, make_assistant()
-
-
-def start_cluster(url: str, workers: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DATABASE_URL": url, "Q_WORKERS": str(workers), "LOG_LEVEL": "WARNING"}
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def stop_cluster(cluster: subprocess.Popen[bytes]) -> None:
-    cluster.send_signal(signal.SIGTERM)  # django-q2 stops its own workers
-    try:
-        cluster.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
 
 
 def one_message(client: Any, conversation_id: int | None, text: str) -> dict[str, Any]:
@@ -188,7 +164,7 @@ def main() -> None:
         connections.close_all()
         client = Client(HTTP_HOST="localhost")
         client.force_login(owner)
-        cluster = start_cluster(url, args.workers)
+        cluster = start_cluster(url, Q_WORKERS=str(args.workers))
         try:
             one_message(client, None, "hello")  # the cluster is up and warm
             results: list[dict[str, Any]] = []

@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -31,7 +29,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("MAX_ACTIVE_SCHEDULES", "100000")
-from tests.bench._setup import ROOT, bench_database, progress
+from tests.bench._setup import bench_database, progress, start_cluster, stop_cluster, watch_runs
 
 OWNERS = 10
 
@@ -68,26 +66,6 @@ def seed(count: int, delay: float, tag: str) -> tuple[list[int], list[int]]:
     return [owner.pk for owner in owners], schedules
 
 
-def start_host(url: str, name: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING", "WORKER_HOST": name},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def stop_host(host: subprocess.Popen[bytes]) -> None:
-    host.send_signal(signal.SIGTERM)
-    try:
-        host.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(host.pid, signal.SIGKILL)
-        host.wait()
-
-
 def burst(url: str, *, hosts: int, runs: int, delay: float) -> dict[str, Any]:
     import psycopg
     from django.conf import settings
@@ -103,7 +81,7 @@ def burst(url: str, *, hosts: int, runs: int, delay: float) -> dict[str, Any]:
     for alias in connections:  # this process's pooled connections too: only the hosts' are counted
         connections[alias].close_pool()
     database = urlsplit(url).path.lstrip("/")
-    started = [start_host(url, f"host-{index + 1}") for index in range(hosts)]
+    started = [start_cluster(url, WORKER_HOST=f"host-{index + 1}") for index in range(hosts)]
     watcher = psycopg.connect(url, autocommit=True)
     peak_connections = 0
     try:
@@ -121,26 +99,12 @@ def burst(url: str, *, hosts: int, runs: int, delay: float) -> dict[str, Any]:
             "UPDATE schedules_schedule SET next_occurrence_at = now() WHERE id = ANY(%s) RETURNING now()",
             [schedules],
         ).fetchone()[0]
-        while True:
-            done = watcher.execute(
-                "SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed', 'cancelled') "
-                "AND owner_id = ANY(%s)",
-                [owners],
-            ).fetchone()[0]
-            in_use = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                [database],
-            ).fetchone()[0]
+        for in_use in watch_runs(watcher, owners, runs):
             peak_connections = max(peak_connections, in_use)
-            if done >= runs:
-                break
-            progress("runs finished", done, runs)
-            time.sleep(0.2)
-        progress("runs finished", runs, runs)
     finally:
         watcher.close()
         for host in started:
-            stop_host(host)
+            stop_cluster(host)
     ours = Run.objects.filter(owner_id__in=owners)
     rows = list(ours.values("status", "finished_at", "worker"))
     makespan = (max(row["finished_at"] for row in rows) - slot).total_seconds()

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import time
 from datetime import datetime, timedelta
@@ -27,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("MAX_ACTIVE_SCHEDULES", "100000")
-from tests.bench._setup import ROOT, bench_database, progress
+from tests.bench._setup import bench_database, progress, start_cluster, stop_cluster, watch_runs
 from tests.bench.report import figure, parse_args
 
 
@@ -106,47 +104,16 @@ def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str])
     # Only the cluster's waker ticks (schedules.waker): at the slot, not at django-q2's next minute.
     QueueSchedule.objects.all().delete()
     connections.close_all()
-    cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING", **env},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cluster = start_cluster(url, **env)
     peak_rss = peak_connections = 0.0
-    from urllib.parse import urlsplit
-
-    database = urlsplit(url).path.lstrip("/")
     watcher = psycopg.connect(url, autocommit=True)
     try:
-        total = runs + 1
-        while True:
-            done = watcher.execute(
-                "SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed', 'cancelled') "
-                "AND owner_id = ANY(%s)",
-                [owners],
-            ).fetchone()[0]
-            # Every connection to this database but the watcher's own: the cluster's.
-            in_use = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                [database],
-            ).fetchone()[0]
+        for in_use in watch_runs(watcher, owners, runs + 1):  # the cluster's connections
             peak_connections = max(peak_connections, in_use)
             peak_rss = max(peak_rss, cluster_rss_mb(cluster.pid))
-            if done >= total:
-                break
-            progress("runs finished", done, total)
-            time.sleep(0.2)
-        progress("runs finished", total, total)
     finally:
         watcher.close()
-        cluster.send_signal(signal.SIGTERM)
-        try:
-            cluster.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(cluster.pid, signal.SIGKILL)
-            cluster.wait()
+        stop_cluster(cluster)
     ours = Run.objects.filter(owner_id__in=owners)
     rows = list(ours.values("status", "owner_id", "started_at", "finished_at"))
     slot = min(

@@ -198,25 +198,17 @@ def test_the_forecast_is_the_plain_simulation_and_never_exceeds_a_ceiling(
     inputs = [Input(p.pk, p.cadence, p.max_cost, p.cap, p.per_fire) for p in planned]
     spent = {p.pk: p.spent for p in planned}
     lots, placed = lots_of(inputs, fires_of, lambda pk: spent[pk])
-    found = simulate(
-        lots,
-        days=days,
-        spent_today=spent_today,
-        spent_month=spent_month,
-        daily=daily,
-        monthly=monthly,
-        worst=worst,
-    )
-    plain = plain_simulation(
-        planned,
-        now=now,
-        zone=zone,
-        daily=daily,
-        monthly=monthly,
-        spent_today=spent_today,
-        spent_month=spent_month,
-        worst=worst,
-    )
+    # Both simulations see the same month: these ceilings, this spend so far, each run at its cost
+    # limit or not.
+    month = {
+        "daily": daily,
+        "monthly": monthly,
+        "spent_today": spent_today,
+        "spent_month": spent_month,
+        "worst": worst,
+    }
+    found = simulate(lots, days=days, **month)
+    plain = plain_simulation(planned, now=now, zone=zone, **month)
 
     assert found.spend == plain.spend
     assert found.by_day == plain.by_day
