@@ -29,7 +29,7 @@ def _mode() -> str:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_loops_statement_gets_a_generic_plan_and_the_session_keeps_custom_ones():
+def test_the_loops_statement_gets_a_generic_plan_and_the_session_keeps_custom_ones() -> None:
     connection.ensure_connection()
     assert _mode() == "force_custom_plan"
 
@@ -45,7 +45,7 @@ def test_the_loops_statement_gets_a_generic_plan_and_the_session_keeps_custom_on
 
 
 @pytest.mark.django_db(transaction=True)
-def test_inside_a_transaction_it_is_part_of_it_and_rolls_back_with_it():
+def test_inside_a_transaction_it_is_part_of_it_and_rolls_back_with_it() -> None:
     with connection.cursor() as cursor:
         cursor.execute("CREATE TEMPORARY TABLE planned_once_probe (n int)")
 
@@ -61,7 +61,7 @@ def test_inside_a_transaction_it_is_part_of_it_and_rolls_back_with_it():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_statement_leaves_the_connection_usable_and_its_settings_as_they_were():
+def test_a_failing_statement_leaves_the_connection_usable_and_its_settings_as_they_were() -> None:
     with pytest.raises(DatabaseError):
         planned_once("SELECT 1 / %s::int", [0])
     assert planned_once(STATEMENT, [41]) == (42,)
