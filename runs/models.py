@@ -352,6 +352,9 @@ class Run(models.Model):
             # The admin's runs of one worker (host:pid), newest first: the filter reads only that
             # worker's rows, however many runs the others have.
             models.Index(fields=["worker", "-id"], name="run_worker_newest"),
+            # The admin's runs of one provider in one status (failed runs of anthropic, say), newest
+            # first: filter, order and page read one stretch of this index, however many runs match.
+            models.Index(fields=["provider", "status", "-id"], name="run_provider_status_newest"),
         ]
         constraints = [
             # One message at a time: a conversation has at most one interactive run in flight.

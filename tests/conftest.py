@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from runs.models import Agent
-from tests import factories
+from tests import factories, ordering
 
 # Race tests hold up to fifty connections at once in one process, behind a barrier
 # (tests/concurrency.py): the pool must have room for all of them, or they wait on each other for
@@ -88,3 +88,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from tests.real_model.conftest import stop_server
 
         stop_server()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        help="write tests/durations.json (the slowest tests, which each worker starts with) at the end",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ordering.DurationStore(), "store-durations")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's grouping of the database tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    ordering.modify_items(items)

@@ -56,9 +56,10 @@ def test_racing_materializer_threads_write_one_occurrence_and_one_run_per_slot(o
 def test_racing_tick_processes_run_every_slot_exactly_once(owner, spawn):
     agent = make_agent(model="sim-research")
     now = timezone.now()
-    # Far enough ahead that the thirtieth is still in the future when made on a loaded machine.
+    # Each made as of `now`, however long the thirty take on a loaded machine (their slot is checked
+    # to be in the future against it), and all due together once it has passed.
     for index in range(30):
-        make_schedule(owner, agent, title=f"Briefing {index}", run_at=now + timedelta(seconds=6))
+        make_schedule(owner, agent, title=f"Briefing {index}", run_at=now + timedelta(seconds=6), now=now)
     wait_for(lambda: timezone.now() > now + timedelta(seconds=6.5), timeout=10)
 
     first, second = spawn("tick", "--sync"), spawn("tick", "--sync")
