@@ -97,7 +97,6 @@ class _Loop:
         self.history, self.seq = transcript.read_history(self.run)
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
-        self.last_step: tuple[ledger.Call, int] | None = None  # an answer's step, written with the end
         self.transient_in_a_row = 0  # charged calls that were not answers: empty, or cut (retried)
         self.call_id = ""  # the call on the wire, or the last one
         # For the next call's input bound: the input the last response reported, and how many history
@@ -142,9 +141,7 @@ class _Loop:
                 if plan.synthesis or response.defect or late or cut
                 else self.tool_calls_that_fit(len(response.tool_calls))
             )
-            # An answer is the run's last step: written with the run's end, in one transaction.
-            last = not response.tool_calls and not response.defect and not cut
-            step = self.record_response(response, tool_calls=runnable, last=last)
+            step = self.record_response(response, tool_calls=runnable)
             self.check_time()
             if response.defect:
                 raise ProviderPermanentError(
@@ -391,11 +388,10 @@ class _Loop:
     def tool_calls_that_fit(self, asked: int) -> int:
         return min(asked, tool_calls_that_fit(self.limits, self.run.tool_calls))
 
-    def record_response(self, response: ModelResponse, *, tool_calls: int, last: bool = False) -> int:
+    def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
         """Ledger entry and rollups, counters of this run and its ancestors (with the tool calls
         about to run), and the transcript up to this response, all at once: one statement and one
-        round trip (runs.steps.write_step). The `last` step (an answer) is kept for the run's end,
-        which writes it in the transaction that ends the run (write_rest): one commit, not two.
+        round trip (runs.steps.write_step).
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
         worker was frozen, or it was cancelled) was charged by whoever ended the run: the call's
@@ -416,14 +412,11 @@ class _Loop:
         row, message = self.entry(
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
-        self.unwritten.append(row)
-        if last:
-            self.last_step = (call, tool_calls)
-        else:
-            on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, self.unwritten)
-            self.unwritten = []
-            if not on_time:
-                raise _Stopped  # ended meanwhile: whoever ended it charged the call
+        rows = [*self.unwritten, row]
+        on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows)
+        self.unwritten = []
+        if not on_time:
+            raise _Stopped  # ended meanwhile: whoever ended it charged the call
         self.history.append(message)
         self.run.steps, self.run.model_calls, self.run.cost = (
             step,
@@ -489,22 +482,13 @@ class _Loop:
         self.seq += 1
         return found
 
-    def write_rest(self) -> bool:
-        """At the run's end, in the transaction that ends it: the last step (an answer), or the
-        transcript entries not yet written (tool results of a run that ends before its next call).
-        False when the last step found the run no longer ours: its ender charged the call."""
-        if self.last_step is not None:
-            call, tool_calls = self.last_step
-            self.last_step = None
-            on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, self.unwritten)
-            self.unwritten = []
-            return on_time
+    def write_transcript(self) -> None:
+        """Write the transcript entries not yet written (callers hold a transaction)."""
         if len(self.unwritten) == 1:
             self.unwritten[0].save(force_insert=True)  # bulk_create would open a transaction of its own
         elif self.unwritten:
             TranscriptEntry.objects.bulk_create(self.unwritten)
         self.unwritten = []
-        return True
 
     # -- delegation: its own step kind (runs.delegation) ----------------------------------------
 
@@ -573,9 +557,10 @@ def execute_run(
     finally:
         for own in own_clients:
             own.close()
-    with transaction.atomic():  # the last step (or the last tool results) and the run's end, together
-        ours = loop is None or loop.write_rest()
-        finished = ours and outcome is not None and services.finish_run(run, outcome, attempt=attempt)
+    with transaction.atomic():  # the last tool results and the run's end, together
+        if loop is not None:
+            loop.write_transcript()
+        finished = outcome is not None and services.finish_run(run, outcome, attempt=attempt)
     # finish_run refreshes the run it finished; otherwise someone else wrote its end.
     if not finished:
         run.refresh_from_db()

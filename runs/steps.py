@@ -14,7 +14,7 @@ import logging
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F
 
 from accounting import alerts, ledger
@@ -66,10 +66,8 @@ def write_step(
 ) -> bool:
     """One step in one statement, if the run is still this attempt's: the ledger's
     CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows;
-    the call is no longer open. Autocommit makes the statement its own transaction; inside a
-    caller's (the run's last step, written with its end) it is part of that one, and the alerts are
-    judged once it has committed. Returns whether it was written: not when the run was ended
-    meanwhile, whose ender charged the call's bound."""
+    the call is no longer open. Autocommit makes the statement its own transaction. Returns whether
+    it was written: not when the run was ended meanwhile, whose ender charged the call's bound."""
     ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
     sql = _STEP_SQL.format(
         ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
@@ -90,8 +88,7 @@ def write_step(
     ]
     (on_time,) = planned_once(sql, params) or (False,)
     if on_time:
-        # Alerts remember what they told (accounting.alerts): judged on what has committed.
-        transaction.on_commit(lambda: judge_alerts(call))
+        judge_alerts(call)
     return bool(on_time)
 
 
