@@ -10,9 +10,8 @@ gone quiet. One thread per process (the desk) watches every call in flight in it
 - every STOP_CHECK it reads, in one statement, which of those calls' runs are no longer running
   under their attempt (Stop, the reaper) and cuts them: Stop closes a generating stream within 1 s;
 - and it writes the text each call has streamed so far to its run (`Run.partial_text`), for the
-  conversation page and the API: a call's first text at the next TICK, then at most once every
-  FLUSH, in one statement for all the runs of the process, however many chunks arrive. A call that
-  ends within the TICK writes none: its step records the text.
+  conversation page and the API: a run's first text at once, then at most once every FLUSH, in one
+  statement for all the runs of the process, however many chunks arrive.
 
 A cut shuts the call's socket, which ends the blocked read at once; the reading thread then raises
 CutCall and the loop charges what the provider billed (runs.runtime). The desk holds one database
@@ -100,11 +99,12 @@ class CallWatch(Watch):
             self._answering = True
 
     def text(self, delta: str) -> None:
-        # Written at the desk's next look (within TICK): a call that ends before then, as a short
-        # tool turn may, costs no write at all; its step records the text for good.
         with self.lock:
+            first = not self._parts
             self._parts.append(delta)
             self._unflushed = True
+        if first:
+            _desk.wake.set()  # the owner sees the first words at once
 
     def read_timeout(self) -> float:
         """A backstop for one read, should the desk be late: the first-token timeout, and never past
