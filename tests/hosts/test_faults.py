@@ -35,6 +35,26 @@ def _in_flight_on(host: str) -> list[Run]:
     return list(Run.objects.filter(status=Run.Status.RUNNING, worker__startswith=f"{host}:"))
 
 
+def _calls_on_the_wire(held: set[int]) -> set[int]:
+    """Of the runs a host held when it went away, those that had sent their call (its open call
+    recorded); the others were claimed and still starting."""
+    return set(Run.objects.filter(pk__in=held, open_call__isnull=False).values_list("pk", flat=True))
+
+
+def _charged_once_for_the_call_on_the_wire(held: set[int], on_the_wire: set[int]) -> None:
+    """Each run with a call on the wire is charged once, the bound of that call (the reaper's
+    estimate), not the answer that came after; a run that had sent nothing is charged nothing."""
+    for run in Run.objects.filter(pk__in=held):
+        entries = list(LedgerEntry.objects.filter(run_id=run.pk))
+        assert run.answer == "", run
+        if run.pk in on_the_wire:
+            (entry,) = entries
+            assert entry.estimated and "worker was lost" in entry.prices["basis"], entry.prices
+            assert run.cost == entry.cost > 0, run
+        else:
+            assert entries == [] and run.cost == 0, run
+
+
 def test_a_host_killed_mid_burst_fails_its_runs_worker_lost_once_and_the_others_run_the_rest(hosts, owners):
     schedules = seed(owners, 300)
     due_now(schedules)
@@ -82,6 +102,9 @@ def test_a_host_paused_past_its_lease_and_resumed_writes_nothing_late(hosts, own
     stopped_at = time.monotonic()
     held = {run.pk for run in _in_flight_on(paused.name)}
     assert held, hosts.logs()
+    # A run claimed but not yet at its call (its loop starting) sent nothing: nothing to charge.
+    on_the_wire = _calls_on_the_wire(held)
+    assert on_the_wire, hosts.logs()
 
     def others_done() -> bool:
         """every run but the paused host's to end"""
@@ -105,8 +128,7 @@ def test_a_host_paused_past_its_lease_and_resumed_writes_nothing_late(hosts, own
     assert outcomes == {"completed": 120 - len(held), "failed worker_lost": len(held)}
     # Its late answers were refused by fencing: each of its runs is charged once, the bound the
     # reaper charged for the call on the wire, not the answer that came after.
-    for run in Run.objects.filter(pk__in=held):
-        assert run.answer == "" and run.cost > 0, run
+    _charged_once_for_the_call_on_the_wire(held, on_the_wire)
 
 
 def test_a_host_cut_off_past_its_lease_then_healed_has_its_late_writes_refused(hosts, owners):
@@ -116,11 +138,14 @@ def test_a_host_cut_off_past_its_lease_then_healed_has_its_late_writes_refused(h
     due_now(schedules)
     wait_for(started(60), timeout=60, interval=0.1)
     cut = hosts[2]
-    held = {run.pk for run in _in_flight_on(cut.name)}
-    assert held, hosts.logs()
+    assert _in_flight_on(cut.name), hosts.logs()
     cut.proxy.cut()
     cut_at = time.monotonic()
     connections_before = cut.proxy.accepted
+    time.sleep(0.5)  # a write under way as the link went down has failed by now
+    held = {run.pk for run in _in_flight_on(cut.name)}
+    on_the_wire = _calls_on_the_wire(held)
+    assert on_the_wire, hosts.logs()
 
     def reaped() -> bool:
         """the cut-off host's runs to be reaped by a live host's reaper"""
@@ -137,10 +162,8 @@ def test_a_host_cut_off_past_its_lease_then_healed_has_its_late_writes_refused(h
     time.sleep(2)  # its last answers arrive and are refused
     outcomes = assert_invariants(schedules, owners)
     assert outcomes == {"completed": 60 - len(held), "failed worker_lost": len(held)}, hosts.logs()
-    for run in Run.objects.filter(pk__in=held):
-        # Charged once: the bound the reaper charged for the call on the wire, not the late answer.
-        (entry,) = LedgerEntry.objects.filter(run_id=run.pk)
-        assert entry.estimated and run.answer == "" and run.cost == entry.cost > 0, run
+    # Charged once: the bound the reaper charged for the call on the wire, not the late answer.
+    _charged_once_for_the_call_on_the_wire(held, on_the_wire)
 
 
 def test_every_connection_cut_at_once_mid_burst_loses_and_doubles_nothing_and_the_tick_goes_on(hosts, owners):
