@@ -148,8 +148,8 @@ def planned_once(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
     is planned once per connection (PostgreSQL's generic plan, kept with the prepared statement),
     not again for each execution as every other statement is (config/settings.py: plan_cache_mode).
     Outside a transaction the statement is its own, as in autocommit: its BEGIN, SET LOCAL and
-    COMMIT go with it in one round trip (psycopg's pipeline mode); inside the caller's (the run's
-    end), the setting lasts until that one ends. Without prepared statements (DATABASE_SERVER_SIDE_
+    COMMIT go with it in one round trip (psycopg's pipeline mode); inside a caller's transaction,
+    the setting lasts until that one ends. Without prepared statements (DATABASE_SERVER_SIDE_
     BINDING off, behind a transaction pooler) every statement is planned anyway: it is only run."""
     with connection.cursor() as cursor:  # Django's: the query log and execute wrappers see it
         if not connection.settings_dict["OPTIONS"].get("prepare_threshold"):
