@@ -86,7 +86,9 @@ def write_step(
         [r.tool_name for r in rows],
         [r.is_error for r in rows],
     ]
-    (on_time,) = planned_once(sql, params) or (False,)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        (on_time,) = cursor.fetchone()
     if on_time:
         judge_alerts(call)
     return bool(on_time)
@@ -115,8 +117,9 @@ def open_call(
     while it is on the wire), if the run is still this attempt's; False when it is not (stopped,
     reaped or deleted): nothing is sent then."""
     record = {"id": call_id, "ancestors": ancestors, "bound": bound.to_json()}
-    params = [json.dumps(record), synthesis, synthesis, bound.step, run.pk, attempt]
-    return planned_once(_OPEN_SQL + " RETURNING true", params) is not None
+    with connection.cursor() as cursor:
+        cursor.execute(_OPEN_SQL, [json.dumps(record), synthesis, synthesis, bound.step, run.pk, attempt])
+        return bool(cursor.rowcount == 1)
 
 
 def charge_open_call(run: Run, *, basis: str) -> ledger.Call | None:
@@ -140,34 +143,6 @@ def charge_open_call(run: Run, *, basis: str) -> ledger.Call | None:
     Run.objects.filter(pk__in=[run.pk, *record["ancestors"]]).update(**_counters(call.cost, 0))
     judge_alerts(call)
     return call
-
-
-def planned_once(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    """Run one of the loop's statements and return its first row. The loop runs the same few
-    statements for every step of every run, and no partial index hangs on their values, so each
-    is planned once per connection (PostgreSQL's generic plan, kept with the prepared statement),
-    not again for each execution as every other statement is (config/settings.py: plan_cache_mode).
-    Outside a transaction the statement is its own, as in autocommit: its BEGIN, SET LOCAL and
-    COMMIT go with it in one round trip (psycopg's pipeline mode); inside a caller's transaction,
-    the setting lasts until that one ends. Without prepared statements (DATABASE_SERVER_SIDE_
-    BINDING off, behind a transaction pooler) every statement is planned anyway: it is only run."""
-    with connection.cursor() as cursor:  # Django's: the query log and execute wrappers see it
-        if not connection.settings_dict["OPTIONS"].get("prepare_threshold"):
-            cursor.execute(sql, params)  # nothing is prepared (behind a transaction pooler): nothing to keep
-        elif connection.in_atomic_block:
-            cursor.execute(_GENERIC_PLAN_SQL)
-            cursor.execute(sql, params)
-        else:
-            raw = connection.connection
-            assert raw is not None  # the cursor connected it
-            with connection.wrap_database_errors, raw.pipeline(), raw.transaction():
-                cursor.execute(_GENERIC_PLAN_SQL)
-                cursor.execute(sql, params)
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
-
-
-_GENERIC_PLAN_SQL = "SET LOCAL plan_cache_mode = auto"
 
 
 def judge_alerts(call: ledger.Call) -> None:

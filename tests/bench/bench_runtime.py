@@ -164,13 +164,7 @@ def bench(args: argparse.Namespace, pgbench_ms: float) -> int:
     sample = claimed_run()
     with CaptureQueriesContext(connection) as queries:
         sample = execute_run(sample, client=client)
-    # A SET LOCAL travels in the same round trip as the statement it is for (runs.steps.planned_once).
-    settings_sent = [
-        query["sql"] for query in queries.captured_queries if query["sql"].startswith("SET LOCAL")
-    ]
-    statements = [
-        query["sql"] for query in queries.captured_queries if not query["sql"].startswith("SET LOCAL")
-    ]
+    statements = [query["sql"] for query in queries.captured_queries]
     writes = sum(1 for sql in statements if sql.startswith(("INSERT", "UPDATE", "DELETE")))
 
     spent: Counter[str] = Counter()
@@ -229,8 +223,7 @@ def bench(args: argparse.Namespace, pgbench_ms: float) -> int:
         ("ratio loop / bare", f"{loop_ms / bare_ms:.1f}"),
         (
             "SQL per step",
-            f"{len(statements) / sample.steps:.1f} statements ({writes / sample.steps:.1f} writes; "
-            f"{len(settings_sent) / sample.steps:.1f} SET LOCAL sent with them)",
+            f"{len(statements) / sample.steps:.1f} statements ({writes / sample.steps:.1f} writes)",
         ),
     ]
     print()
