@@ -41,6 +41,22 @@ def _calls_on_the_wire(held: set[int]) -> set[int]:
     return set(Run.objects.filter(pk__in=held, open_call__isnull=False).values_list("pk", flat=True))
 
 
+def _landed(host: str) -> tuple[set[int], set[int]]:
+    """What a stopped host holds, once the statements it sent before it stopped have landed: a
+    claim or an open call already on its way to the server commits a moment after the signal, so
+    the runs it holds and their calls on the wire are read until two reads, 0.3 s apart, agree."""
+
+    def read() -> tuple[set[int], set[int]]:
+        held = {run.pk for run in _in_flight_on(host)}
+        return held, _calls_on_the_wire(held)
+
+    last, now = None, read()
+    while now != last:
+        time.sleep(0.3)
+        last, now = now, read()
+    return now
+
+
 def _charged_once_for_the_call_on_the_wire(held: set[int], on_the_wire: set[int]) -> None:
     """Each run with a call on the wire is charged once, the bound of that call (the reaper's
     estimate), not the answer that came after; a run that had sent nothing is charged nothing."""
@@ -100,10 +116,9 @@ def test_a_host_paused_past_its_lease_and_resumed_writes_nothing_late(hosts, own
     paused = hosts[1]
     paused.signal(signal.SIGSTOP)
     stopped_at = time.monotonic()
-    held = {run.pk for run in _in_flight_on(paused.name)}
+    held, on_the_wire = _landed(paused.name)
     assert held, hosts.logs()
     # A run claimed but not yet at its call (its loop starting) sent nothing: nothing to charge.
-    on_the_wire = _calls_on_the_wire(held)
     assert on_the_wire, hosts.logs()
 
     def others_done() -> bool:
