@@ -91,5 +91,6 @@ def _is_json(model_field: models.Field[Any, Any]) -> bool:
 def _prepared(model_field: models.Field[Any, Any], value: Any) -> Any:
     """The value as psycopg takes it. Callers give plain values (numbers, text, datetimes,
     Decimals, UUIDs, None); only JSON needs converting (and the field's own prep would cost more
-    than the insert for a batch of thousands)."""
-    return json.dumps(value) if _is_json(model_field) else value
+    than the insert for a batch of thousands). None is SQL NULL, as the ORM stores it, never the
+    JSON value `null`: `open_call IS NULL` is how a run says no call is on the wire."""
+    return json.dumps(value) if _is_json(model_field) and value is not None else value

@@ -114,6 +114,10 @@ def test_a_host_paused_past_its_lease_and_resumed_writes_nothing_late(hosts, own
     due_now(schedules)
     wait_for(started(30), timeout=60, interval=0.1)
     paused = hosts[1]
+    # Paused with a call on the wire (its calls outlast the pause's read by far).
+    wait_for(
+        lambda: _calls_on_the_wire({run.pk for run in _in_flight_on(paused.name)}), timeout=30, interval=0.05
+    )
     paused.signal(signal.SIGSTOP)
     stopped_at = time.monotonic()
     held, on_the_wire = _landed(paused.name)
@@ -153,7 +157,7 @@ def test_a_host_cut_off_past_its_lease_then_healed_has_its_late_writes_refused(h
     due_now(schedules)
     wait_for(started(60), timeout=60, interval=0.1)
     cut = hosts[2]
-    assert _in_flight_on(cut.name), hosts.logs()
+    wait_for(lambda: _calls_on_the_wire({run.pk for run in _in_flight_on(cut.name)}), timeout=30)
     cut.proxy.cut()
     cut_at = time.monotonic()
     connections_before = cut.proxy.accepted

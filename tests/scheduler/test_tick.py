@@ -48,6 +48,9 @@ def test_a_due_slot_becomes_a_pending_occurrence_with_a_queued_admitted_run(owne
     run = occurrence.run
     assert run.status == "queued" and run.kind == "interactive"
     assert run.limits == schedule.revision.limits
+    # No call on the wire: SQL NULL, as the ORM writes it, not the JSON value null (which reads
+    # as an open call to `open_call__isnull`).
+    assert Run.objects.filter(pk=run.pk, open_call__isnull=True).exists()
     assert run.conversation.title == "Morning briefing — 2 Sep 2026"
     assert run.conversation.metadata == {
         "schedule_id": schedule.pk,
