@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import Count, OuterRef, Subquery, Sum
@@ -181,9 +181,9 @@ def _combine(
 # -- admission --------------------------------------------------------------------------------
 
 
-# Three named values, as forecast.Stopped holds: alike in shape only.
-@dataclass(frozen=True)
-class ReservationRequest:
+class ReservationRequest(NamedTuple):
+    """One run's reservation to make: whose, for which run, how much."""
+
     owner_id: int
     run_id: int
     amount: Decimal

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from django.core.cache import cache
@@ -234,9 +234,9 @@ class Day:
     labelled: bool = False
 
 
-# Two named values, as forecast.Named holds: alike in shape only.
-@dataclass(frozen=True)
-class Tick:
+class Tick(NamedTuple):
+    """A line across the chart: the amount it marks and where it stands."""
+
     amount: Decimal
     y: float
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.utils import timezone
@@ -79,8 +79,7 @@ class Forecast:
         return min(100, int(self.spent * 100 / self.monthly_cap))
 
 
-@dataclass(frozen=True)
-class Named:
+class Named(NamedTuple):
     """A schedule as the forecast names it."""
 
     pk: int

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Count, Q, QuerySet
 
@@ -357,9 +357,9 @@ def _row(schedule: Schedule, dimensions: Mapping[int, str], costs: Mapping[int, 
 # -- the schedule detail --------------------------------------------------------------------------
 
 
-# Three named values, as ledger.ReservationRequest and forecast.Stopped hold: alike in shape only.
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
+    """One field a revision changed: its label, the value before and after."""
+
     field: str
     old: str
     new: str
