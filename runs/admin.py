@@ -20,15 +20,7 @@ from accounting.models import LedgerEntry, MoneyFormField
 from accounting.money import PRICE_PLACES, format_money
 from runs import pricing, services
 from runs.limits import InvalidLimits, validate_limits
-from runs.models import (
-    CREDENTIAL_PERMISSION,
-    Agent,
-    AgentCredentialChange,
-    Conversation,
-    ConversationAgentChange,
-    Run,
-    TranscriptEntry,
-)
+from runs.models import Agent, AgentCredentialChange, Conversation, Run, TranscriptEntry
 
 
 class ProviderFilter(ChoicesFilter):
@@ -251,10 +243,10 @@ class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False  # revisions and runs refer to agents: retire one with is_active instead
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return super().has_add_permission(request) and request.user.has_perm(CREDENTIAL_PERMISSION)
+        return super().has_add_permission(request) and services.may_change_credentials(request.user)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        if request.user.has_perm(CREDENTIAL_PERMISSION):
+        if services.may_change_credentials(request.user):
             return ("catalogue_prices",)
         return ("catalogue_prices", *Agent.CREDENTIAL_FIELDS)
 
@@ -348,18 +340,17 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     readonly_fields = ("owner", "title", "metadata", "created_at", "last_activity_at", "agent_changes")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        if request.user.has_perm(CREDENTIAL_PERMISSION):
+        if services.may_change_credentials(request.user):
             return self.readonly_fields
         return (*self.readonly_fields, "agent")
 
     @admin.display(description="agent changes")
     def agent_changes(self, obj: Conversation) -> str:
-        changes = ConversationAgentChange.objects.filter(conversation_id=obj.pk).select_related("changed_by")
         return (
             "; ".join(
                 f"{c.changed_at:%Y-%m-%d %H:%M} UTC by {c.changed_by or 'a deleted user'}: "
                 f"{c.old_agent or '(none)'} → {c.new_agent}"
-                for c in changes[:20]
+                for c in services.agent_changes(obj.pk)
             )
             or "none"
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -216,6 +216,20 @@ class Diagnostics:
     provider_parameter: str = ""
 
 
+# A failed run's own columns, each with the name it goes by on a RunFailure (its diagnostics'
+# included) and on a Failure: finish_run writes them from the one, Failure.from_run reads the other.
+RUN_COLUMNS = {
+    "failure_reason": "reason",
+    "error_class": "error_class",
+    "transient": "transient",
+    "failure_dimension": "dimension",
+    "provider": "provider",
+    "provider_code": "provider_code",
+    "http_status": "http_status",
+    "provider_parameter": "provider_parameter",
+}
+
+
 class RunFailure(Exception):
     """Base of every failure a run can end with. `message` is for the owner's eyes only.
 
@@ -236,6 +250,17 @@ class RunFailure(Exception):
         self.message = message
         self.dimension = dimension
         self.diagnostics = diagnostics or Diagnostics()
+
+    def run_columns(self) -> dict[str, Any]:
+        """What of it the run's own columns keep (RUN_COLUMNS): its classification, never the message."""
+        values = {
+            "reason": self.reason,
+            "error_class": self.error_class,
+            "transient": self.transient,
+            "dimension": self.dimension,
+            **asdict(self.diagnostics),
+        }
+        return {column: values[name] for column, name in RUN_COLUMNS.items()}
 
 
 class BudgetExhausted(RunFailure):
@@ -365,24 +390,15 @@ class Failure:
             limit=limit,
         )
 
-    # Copies a run's columns by name, as the API's representations copy theirs: alike in shape only.
     @classmethod
     def from_run(cls, run: Any) -> Failure | None:
-        """From a run's own failure columns; None unless it failed."""
+        """From a run's own failure columns (RUN_COLUMNS); None unless it failed."""
         if run.status != "failed":
             return None
-        source = run
         return cls(
-            reason=source.failure_reason,
-            error_class=source.error_class,
-            transient=source.transient,
-            provider=source.provider,
-            provider_code=source.provider_code,
-            http_status=source.http_status,
-            provider_parameter=source.provider_parameter,
-            dimension=source.failure_dimension,
-            kind=BY_ERROR_CLASS.get(source.error_class, InternalError),
-            limit=_limit_of(source),
+            **{name: getattr(run, column) for column, name in RUN_COLUMNS.items()},
+            kind=BY_ERROR_CLASS.get(run.error_class, InternalError),
+            limit=_limit_of(run),
         )
 
     @property

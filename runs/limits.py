@@ -9,7 +9,7 @@ added here later needs no change to any copy.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -27,6 +27,8 @@ from accounting.money import MAX_AMOUNT, MONEY_PLACES, USD_PLACES, format_money,
 Dimension = Literal["steps", "model_calls", "tool_calls", "cost"]
 # The order in which a reserve names its dimension (docs/contract.md#the-run-loop, rule 5).
 DIMENSIONS: tuple[Dimension, ...] = ("steps", "model_calls", "tool_calls", "cost")
+
+M = TypeVar("M", bound=BaseModel)
 
 MAX_COUNT = 10_000
 MAX_COST = MAX_AMOUNT
@@ -124,12 +126,27 @@ LIMIT_LABELS: dict[str, str] = {
 }
 
 
-class InvalidLimits(ValueError):
-    """Limits that fail validation, with one plain message per field."""
+class InvalidFields(ValueError):
+    """Input refused, with one plain message per field (`fields`: {field: message})."""
 
     def __init__(self, fields: dict[str, str]) -> None:
         self.fields = fields
         super().__init__("; ".join(fields.values()))
+
+
+class InvalidLimits(InvalidFields):
+    """Limits that fail validation."""
+
+
+def parse(
+    model: type[M], data: Any, refusal: type[InvalidFields], *, context: dict[str, Any] | None = None
+) -> M:
+    """`model` from untrusted `data`, or `refusal` naming each bad field in the words every surface
+    shows (field_errors)."""
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise refusal(field_errors(exc)) from None
 
 
 def field_errors(exc: ValidationError) -> dict[str, str]:
@@ -179,10 +196,7 @@ def describe_error(field: str, error: Any) -> str:
 def validate_limits(data: Any, *, stored: bool = False) -> RunLimits:
     """RunLimits from untrusted input (or, `stored`, a value read back from the database, whose
     amounts may have more places than a person types), or InvalidLimits naming each bad field."""
-    try:
-        return RunLimits.model_validate(data, context=STORED if stored else None)
-    except ValidationError as exc:
-        raise InvalidLimits(field_errors(exc)) from None
+    return parse(RunLimits, data, InvalidLimits, context=STORED if stored else None)
 
 
 def with_reserves(

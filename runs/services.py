@@ -27,8 +27,6 @@ from runs import steps
 from runs.failures import AdmissionDenied, Outcome, WorkerLost
 from runs.history import earlier_exchanges
 from runs.limits import RunLimits, with_reserves
-
-# The models runs/admin.py imports too: both work on agents, their credentials, conversations and runs.
 from runs.models import (
     CREDENTIAL_PERMISSION,
     Agent,
@@ -44,6 +42,13 @@ logger = logging.getLogger(__name__)
 
 MAX_FAILURE_MESSAGE = 2000
 CENT = Decimal("0.01")
+
+
+def may_change_credentials(user: Any) -> bool:
+    """Whether `user` may change an agent's provider, base URL or API key setting, or switch a
+    conversation to another agent (CREDENTIAL_PERMISSION): the admin asks it before it offers
+    those fields, these services before they write them."""
+    return bool(user.has_perm(CREDENTIAL_PERMISSION))
 
 
 def save_agent(
@@ -67,7 +72,7 @@ def save_agent(
             for field in Agent.CREDENTIAL_FIELDS
             if str(getattr(before, field) if before else "") != str(getattr(agent, field))
         ]
-        if changes and not by.has_perm(CREDENTIAL_PERMISSION):  # type: ignore[attr-defined]
+        if changes and not may_change_credentials(by):
             raise PermissionDenied(
                 "Changing an agent's provider, base URL or API key setting needs its own permission."
             )
@@ -83,7 +88,7 @@ def change_conversation_agent(
     """Switch the agent an owner's conversation continues with, recording who, when, old -> new
     in the same transaction. Another agent means other tools, prices and perhaps provider, so it
     needs the credentials permission. None when it already had that agent."""
-    if not by.has_perm(CREDENTIAL_PERMISSION):  # type: ignore[attr-defined]
+    if not may_change_credentials(by):
         raise PermissionDenied("Switching a conversation's agent needs the agent credentials permission.")
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().get(pk=conversation.pk)  # the bare row
@@ -100,6 +105,12 @@ def change_conversation_agent(
             old_agent=old,
             new_agent=agent.name,
         )
+
+
+def agent_changes(conversation_id: int, *, most: int = 20) -> list[ConversationAgentChange]:
+    """What change_conversation_agent recorded for a conversation, newest first, with who."""
+    changes = ConversationAgentChange.objects.filter(conversation_id=conversation_id)
+    return list(changes.select_related("changed_by")[:most])
 
 
 class ConversationBusy(Exception):
@@ -241,18 +252,7 @@ def finish_run(
     }
     failure = outcome.failure
     if failure is not None:
-        diagnostics = failure.diagnostics
-        fields.update(
-            failure_reason=failure.reason,
-            error_class=failure.error_class,
-            failure_dimension=failure.dimension,
-            transient=failure.transient,
-            provider=diagnostics.provider,
-            provider_code=diagnostics.provider_code,
-            http_status=diagnostics.http_status,
-            provider_parameter=diagnostics.provider_parameter,
-            failure_message=failure.message[:MAX_FAILURE_MESSAGE],
-        )
+        fields.update(failure.run_columns(), failure_message=failure.message[:MAX_FAILURE_MESSAGE])
     own = attempt is not None and silent_since is None
     if own:
         # The loop ends its own run: every call it made was charged, so none is open any more.

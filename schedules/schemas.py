@@ -11,36 +11,21 @@ from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from django.conf import settings
-
-# The names runs.limits imports too: both validate what a person sends, with pydantic.
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictInt,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
 
 from accounting.money import format_money, parse_money
 from accounting.timezones import is_time_zone
-from runs.limits import LIMIT_FIELDS, RunLimits, field_errors
+from runs.limits import LIMIT_FIELDS, InvalidFields, RunLimits, parse
 from schedules import recurrence
 
 MAX_FAILURE_LIMIT = 100
 T = TypeVar("T", bound=BaseModel)
 
 
-class InvalidSchedule(ValueError):
+class InvalidSchedule(InvalidFields):
     """A schedule write that was refused; `fields` maps each field to a plain message."""
 
     code = "invalid"
-
-    def __init__(self, fields: dict[str, str]) -> None:
-        self.fields = fields
-        super().__init__("; ".join(fields.values()))
 
 
 class LimitsNotUpdatable(InvalidSchedule):
@@ -227,10 +212,7 @@ def parse_explicit(data: Any) -> ExplicitRevision:
 
 
 def _parse(model: type[T], data: Any) -> T:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidSchedule(field_errors(exc)) from None
+    return parse(model, data, InvalidSchedule)
 
 
 def parse_revision_request(data: Any) -> RevisionRequestBody:

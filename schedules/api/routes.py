@@ -248,10 +248,7 @@ def update_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
 def pause_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
     """Active to paused, with reason `owner` (or `admin` when an admin pauses someone else's schedule).
     Not active: 409 `not_active`."""
-    user = user_of(request)
-    schedule = schedule_for(user, schedule_id)
-    services.pause_schedule(schedule, by=user)
-    return current(user, schedule)
+    return _moved(request, schedule_id, services.pause_schedule)
 
 
 @route(
@@ -267,9 +264,14 @@ def resume_schedule(request: HttpRequest, schedule_id: int) -> out.Schedule:
     pauses again at its next failure, until one of its runs completes. The next slot is computed from
     now (no backfill). Not paused: 409 `not_paused`; no room for one more active schedule: 409
     `schedule_limit`."""
+    return _moved(request, schedule_id, services.resume_schedule)
+
+
+def _moved(request: HttpRequest, schedule_id: int, move: Callable[..., Any]) -> out.Schedule:
+    """The schedule after `move` (pause or resume) by the caller, who must be able to see it."""
     user = user_of(request)
     schedule = schedule_for(user, schedule_id)
-    services.resume_schedule(schedule, by=user)
+    move(schedule, by=user)
     return current(user, schedule)
 
 
@@ -288,8 +290,7 @@ def list_revisions(
     request: HttpRequest, schedule_id: int, cursor: str | None = Cursor, limit: int = Limit
 ) -> out.RevisionPage:
     """All revisions, newest first, with who made each, when, how and why."""
-    schedule = schedule_for(user_of(request), schedule_id)
-    revisions = schedule.revisions.select_related("created_by")
+    revisions = schedule_for(user_of(request), schedule_id).revisions.select_related("created_by")
     return paginate(
         request, revisions, REVISIONS, out.revision_of, out.RevisionPage, cursor=cursor, limit=limit
     )
@@ -319,6 +320,8 @@ def pin_revision(request: HttpRequest, schedule_id: int) -> Status[out.Revision]
     return Status(201, out.revision_of(revision))
 
 
+# Declared as list_revisions is (its route, then one page of the schedule's own rows): a table of
+# routes, each its own URL, permission and page type.
 @route(
     "GET /schedules/{int:schedule_id}/occurrences",
     READ,
@@ -332,8 +335,7 @@ def list_occurrences(
 ) -> out.OccurrencePage:
     """Newest first: when each slot was due, its outcome, the revision in force, and its run (null once
     the run's conversation is deleted)."""
-    schedule = schedule_for(user_of(request), schedule_id)
-    occurrences = schedule.occurrences.select_related("revision")
+    occurrences = schedule_for(user_of(request), schedule_id).occurrences.select_related("revision")
     return paginate(
         request, occurrences, OCCURRENCES, out.occurrence_of, out.OccurrencePage, cursor=cursor, limit=limit
     )
@@ -358,8 +360,6 @@ def runs_in_flight(request: HttpRequest) -> out.InFlight:
     user = user_of(request)
     admin = is_admin(user)
     counts = inflight.in_flight(None if admin else user.pk)
-    # Copies each worker's figures by name, as runs.services copies a failure's onto its run: the same
-    # shape, not the same logic.
     return out.InFlight(
         scope="all" if admin else "owner",
         running=counts.running,
