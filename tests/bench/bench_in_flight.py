@@ -121,6 +121,7 @@ def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str])
         for m in ours.values_list("conversation__metadata", flat=True)
     )
     lags = [(r["started_at"] - slot).total_seconds() for r in rows if r["owner_id"] == owners[0]]
+    took = [(r["finished_at"] - r["started_at"]).total_seconds() for r in rows]
     other = next(r for r in rows if r["owner_id"] == owners[1])
     return {
         "completed": sum(r["status"] == "completed" for r in rows),
@@ -129,6 +130,8 @@ def burst(url: str, *, runs: int, delay: float, words: int, env: dict[str, str])
         "p50": percentile(lags, 0.5),
         "p99": percentile(lags, 0.99),
         "other": (other["started_at"] - slot).total_seconds(),
+        "took50": percentile(took, 0.5),
+        "took_most": max(took),
         "rss": peak_rss,
         "connections": peak_connections,
     }
@@ -139,6 +142,7 @@ def show(label: str, figures: dict[str, float], delay: float) -> None:
         f"{label}: {figures['completed']:.0f}/{figures['runs']:.0f} completed; makespan "
         f"{figures['makespan']:.1f} s ({figures['makespan'] / delay:.1f}x the ideal {delay:g} s); "
         f"lag to start p50 {figures['p50']:.2f} s, p99 {figures['p99']:.2f} s; "
+        f"start to end p50 {figures['took50']:.2f} s, longest {figures['took_most']:.2f} s; "
         f"other owner's run started after "
         f"{figures['other']:.2f} s; cluster peak {figures['rss']:.0f} MB resident, "
         f"{figures['connections']:.0f} database connections",
