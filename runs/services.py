@@ -18,9 +18,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from psycopg.errors import LockNotAvailable
 
 from accounting import alerts, ledger
 from runs import steps
@@ -41,6 +42,13 @@ from runs.signals import run_finished
 logger = logging.getLogger(__name__)
 
 MAX_FAILURE_MESSAGE = 2000
+# A transaction on a run's row whose host stops inside it (paused, cut off, swapping) would hold
+# that row, and the owner's spend rows its end moves, for as long as its connection lives; whoever
+# waits on them (the reaper, the owner's other runs) would wait as long. PostgreSQL ends such a
+# transaction after this long idle, and the reaper gives up a wait for a row after this long too
+# (that run is reaped at a later pass).
+HELD_ROW_SECONDS = 5
+_WAIT_AT_MOST_SQL = "SELECT set_config('lock_timeout', %s, true)"
 CENT = Decimal("0.01")
 
 
@@ -307,10 +315,12 @@ def _end(
         params += [Run.Status.QUEUED, silent_since]
     returning = ", ".join(f'"{field.column}"' for field in _ENDED)
     with connection.cursor() as cursor:
+        # The transaction's idle bound (HELD_ROW_SECONDS) set by the statement itself: no round trip.
         cursor.execute(
-            f'UPDATE "{Run._meta.db_table}" SET {assignments} '  # noqa: S608 - model metadata, our fields
-            f"WHERE {' AND '.join(where)} RETURNING {returning}",
-            params,
+            "WITH bounded AS (SELECT set_config('idle_in_transaction_session_timeout', %s, true)) "  # noqa: S608 - model metadata, our fields
+            f'UPDATE "{Run._meta.db_table}" SET {assignments} '
+            f"WHERE {' AND '.join(where)} AND EXISTS (SELECT FROM bounded) RETURNING {returning}",
+            [f"{HELD_ROW_SECONDS}s", *params],
         )
         row = cursor.fetchone()
     if row is None:
@@ -453,9 +463,17 @@ def fail_lost_runs(
             silent = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
             failure = WorkerLost(f"The worker stopped sending heartbeats ({silent} s without one).")
         outcome = Outcome(status=Run.Status.FAILED, failure=failure)
-        # Compare-and-swap on the silence too: a run that heartbeats again now is not lost.
-        if finish_run(run, outcome, attempt=run.attempt, silent_since=silent_since):
-            failed.append(run.pk)
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:  # for this run's end only (SET LOCAL)
+                    cursor.execute(_WAIT_AT_MOST_SQL, [f"{HELD_ROW_SECONDS}s"])
+                # Compare-and-swap on the silence too: a run that heartbeats again now is not lost.
+                if finish_run(run, outcome, attempt=run.attempt, silent_since=silent_since):
+                    failed.append(run.pk)
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, LockNotAvailable):
+                raise
+            logger.warning("reaper: run %s is held by a transaction that has not ended; next pass", run.pk)
     return failed
 
 
