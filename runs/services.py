@@ -315,12 +315,16 @@ def _end(
         params += [Run.Status.QUEUED, silent_since]
     returning = ", ".join(f'"{field.column}"' for field in _ENDED)
     with connection.cursor() as cursor:
-        # The transaction's idle bound (HELD_ROW_SECONDS) set by the statement itself: no round trip.
+        # An attempt's end (the loop's own, or the reaper's) is a transaction of its own: its idle
+        # bound (HELD_ROW_SECONDS) is set by the statement itself, no round trip. Another caller's
+        # transaction (the tick's refusals, a cancel) keeps its own setting.
+        bound = f"{HELD_ROW_SECONDS}s" if attempt is not None else None
         cursor.execute(
-            "WITH bounded AS (SELECT set_config('idle_in_transaction_session_timeout', %s, true)) "  # noqa: S608 - model metadata, our fields
+            "WITH bounded AS (SELECT set_config('idle_in_transaction_session_timeout', "  # noqa: S608 - model metadata, our fields
+            "coalesce(%s, current_setting('idle_in_transaction_session_timeout')), true)) "
             f'UPDATE "{Run._meta.db_table}" SET {assignments} '
             f"WHERE {' AND '.join(where)} AND EXISTS (SELECT FROM bounded) RETURNING {returning}",
-            [f"{HELD_ROW_SECONDS}s", *params],
+            [bound, *params],
         )
         row = cursor.fetchone()
     if row is None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from runs import services
 from runs.failures import Outcome
 from runs.models import Run
-from tests.factories import make_agent, running_run
+from tests.factories import make_agent, running_run, start_interactive_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,3 +105,21 @@ def test_a_run_end_whose_host_stops_inside_it_is_ended_by_the_server_and_the_rea
     assert problems, "the stopped transaction's commit must fail: its session was ended"
     run.refresh_from_db()
     assert (run.status, run.failure_reason, run.answer) == (Run.Status.FAILED, "worker_lost", "")
+
+
+def test_a_run_ended_inside_another_callers_transaction_leaves_that_transactions_idle_bound_alone(owner):
+    """The tick refuses runs inside its own transaction, which may build a large batch in Python
+    between two statements: only an attempt's own end (the loop's, the reaper's) bounds idleness."""
+    agent = make_agent()
+    queued = start_interactive_run(owner.pk, agent, "Refused")
+
+    def bound_inside(run: Run, attempt: object) -> str:
+        with transaction.atomic():
+            services.finish_run(run, Outcome(status=Run.Status.CANCELLED), attempt=attempt)  # type: ignore[arg-type]
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW idle_in_transaction_session_timeout")
+                return str(cursor.fetchone()[0])
+
+    assert bound_inside(queued, None) == "0"
+    running = running_run(owner, agent)
+    assert bound_inside(running, running.attempt) == f"{services.HELD_ROW_SECONDS}s"
