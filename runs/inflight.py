@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from runs.models import Run
 from runs.runtime import execute_run
-from runs.services import claim_run, worker_label
+from runs.services import bound_transaction, claim_run, worker_label
 from runs.signals import run_claimed
 
 logger = logging.getLogger(__name__)
@@ -64,9 +64,6 @@ OWNERS_PER_CLAIM = 20  # owners tried before giving up on a turn (others hold th
 # PostgreSQL ends such a transaction after this long idle, and a lock wait after this long too, so
 # a live host claims the run within seconds.
 CLAIM_TIMEOUT_SECONDS = 5
-_CLAIM_TIMEOUTS_SQL = (
-    "SELECT set_config('idle_in_transaction_session_timeout', %s, true), set_config('lock_timeout', %s, true)"
-)
 
 
 class _Flights:
@@ -203,9 +200,7 @@ def claim_next() -> Run | None:
 
 def _claim_oldest(**among: int) -> Run | None:
     with transaction.atomic():
-        with connection.cursor() as cursor:  # for this transaction only (SET LOCAL)
-            timeout = f"{CLAIM_TIMEOUT_SECONDS}s"
-            cursor.execute(_CLAIM_TIMEOUTS_SQL, [timeout, timeout])
+        bound_transaction(CLAIM_TIMEOUT_SECONDS)
         run = (
             Run.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("agent", "conversation")

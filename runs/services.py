@@ -48,8 +48,17 @@ MAX_FAILURE_MESSAGE = 2000
 # transaction after this long idle, and the reaper gives up a wait for a row after this long too
 # (that run is reaped at a later pass).
 HELD_ROW_SECONDS = 5
-_WAIT_AT_MOST_SQL = "SELECT set_config('lock_timeout', %s, true)"
+_BOUNDED_SQL = (
+    "SELECT set_config('idle_in_transaction_session_timeout', %s, true), set_config('lock_timeout', %s, true)"
+)
 CENT = Decimal("0.01")
+
+
+def bound_transaction(seconds: float) -> None:
+    """For the caller's transaction only (SET LOCAL): PostgreSQL ends it once it is `seconds` idle
+    (its host stopped inside it), and a wait in it for another's lock fails after as long."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BOUNDED_SQL, [f"{seconds}s", f"{seconds}s"])
 
 
 def may_change_credentials(user: Any) -> bool:
@@ -469,8 +478,7 @@ def fail_lost_runs(
         outcome = Outcome(status=Run.Status.FAILED, failure=failure)
         try:
             with transaction.atomic():
-                with connection.cursor() as cursor:  # for this run's end only (SET LOCAL)
-                    cursor.execute(_WAIT_AT_MOST_SQL, [f"{HELD_ROW_SECONDS}s"])
+                bound_transaction(HELD_ROW_SECONDS)
                 # Compare-and-swap on the silence too: a run that heartbeats again now is not lost.
                 if finish_run(run, outcome, attempt=run.attempt, silent_since=silent_since):
                     failed.append(run.pk)
