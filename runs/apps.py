@@ -30,9 +30,11 @@ class RunsConfig(AppConfig):
         from runs.inflight import forget_inherited_flights
         from runs.providers.gate import forget_inherited_gates
         from runs.services import forget_inherited_heart
+        from runs.tasks import connect_worker_receivers
         from runs.tools.builtin import register_builtin_tools
 
         register_builtin_tools()
+        connect_worker_receivers()
         os.register_at_fork(after_in_child=forget_inherited_connections)
         os.register_at_fork(after_in_child=forget_inherited_gates)
         os.register_at_fork(after_in_child=forget_inherited_flights)

@@ -18,6 +18,7 @@ import functools
 import ipaddress
 import socket
 import ssl
+import threading
 import typing
 from collections.abc import Callable, Iterable
 
@@ -153,11 +154,26 @@ class CheckedBackend(httpcore.NetworkBackend):
         self.inner.sleep(seconds)
 
 
-@functools.cache
+_tls_lock = threading.Lock()
+
+
 def tls_context() -> ssl.SSLContext:
     """httpx's TLS defaults (certificate and host name verification), built once per process:
-    building one loads the CA bundle, about 20 ms of CPU, and every run opens clients."""
+    building one loads the CA bundle, about 20 ms of CPU, and every run opens clients. Once, even
+    when a burst's runs all start at the same moment: they wait for the first to build it instead
+    of each building its own."""
+    with _tls_lock:
+        return _tls_context()
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
+
+
+def warm_tls(**kwargs: object) -> None:
+    """Build this process's TLS context now (django-q2's post_spawn: a worker as it starts)."""
+    tls_context()
 
 
 class CheckedTransport(httpx.HTTPTransport):

@@ -15,8 +15,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.models import OrmQ
+from django_q.signals import post_spawn
 from django_q.tasks import async_task
 
+from runs import outbound
 from runs.inflight import WAKE_CHANNEL, take_turn
 
 MESSAGE_TASK = "runs.tasks.run_message"
@@ -85,3 +87,9 @@ def run_message(run_id: int) -> str:
     runs = take_turn(again=lambda: _send(run_id))
     started = f"{len(runs)} run(s) in flight" if runs else "nothing left to claim"
     return f"turn of run {run_id}: {started}"
+
+
+def connect_worker_receivers() -> None:
+    """What a django-q2 worker does as it spawns (runs.apps): it builds its TLS context then, not
+    when the first burst's runs start."""
+    post_spawn.connect(outbound.warm_tls, dispatch_uid="runs.warm_tls")

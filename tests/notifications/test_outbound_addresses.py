@@ -3,6 +3,8 @@ them, and in production connect only to the public address that was checked."""
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
 
@@ -174,3 +176,33 @@ def test_an_allowed_provider_host_may_be_private_but_another_may_not(settings, a
     assert base_url_problem("http://vllm.lan:8000/v1") == ""
     assert "private or reserved" in base_url_problem("https://127.0.0.1:8000/v1")
     assert "https://" in base_url_problem("http://api.example.com/v1")
+
+
+def test_a_burst_of_runs_starting_at_once_builds_one_tls_context_not_one_each():
+    # Building one loads the CA bundle (about 20 ms of CPU): ten runs of a burst each building
+    # their own held a worker's first runs back by a tenth of a second.
+    outbound._tls_context.cache_clear()
+    start = threading.Barrier(10)
+    built: list[object] = []
+
+    def first_call() -> None:
+        start.wait()
+        built.append(outbound.tls_context())
+
+    threads = [threading.Thread(target=first_call) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 10 and all(context is built[0] for context in built)
+    assert outbound._tls_context.cache_info().misses == 1
+
+
+def test_a_worker_builds_its_tls_context_as_it_spawns():
+    from django_q.signals import post_spawn
+
+    # Connected (runs.apps); sending the signal here would also start a worker's waker.
+    assert any(key[0] == "runs.warm_tls" for key, *_ in post_spawn.receivers)
+    outbound._tls_context.cache_clear()
+    outbound.warm_tls(sender="django_q", proc_name="Process-1")
+    assert outbound._tls_context.cache_info().currsize == 1
