@@ -10,12 +10,14 @@ gone quiet. One thread per process (the desk) watches every call in flight in it
 - every STOP_CHECK it reads, in one statement, which of those calls' runs are no longer running
   under their attempt (Stop, the reaper) and cuts them: Stop closes a generating stream within 1 s;
 - and it writes the text each call has streamed so far to its run (`Run.partial_text`), for the
-  conversation page and the API: a run's first text at once, then at most once every FLUSH, in one
-  statement for all the runs of the process, however many chunks arrive.
+  conversation page and the API: a call's first text at the next TICK, then at most once every
+  FLUSH, in one statement for all the runs of the process, however many chunks arrive. A call that
+  ends within the TICK writes none: its step records the text.
 
 A cut shuts the call's socket, which ends the blocked read at once; the reading thread then raises
 CutCall and the loop charges what the provider billed (runs.runtime). The desk holds one database
-connection of its own while calls are in flight, none when there are none.
+connection of its own while calls are in flight and until its thread ends, IDLE_EXIT after the last
+call: a run's calls, a tool turn apart, reuse it instead of opening one each.
 """
 
 from __future__ import annotations
@@ -99,12 +101,11 @@ class CallWatch(Watch):
             self._answering = True
 
     def text(self, delta: str) -> None:
+        # Written at the desk's next look (within TICK): a call that ends before then, as a short
+        # tool turn may, costs no write at all; its step records the text for good.
         with self.lock:
-            first = not self._parts
             self._parts.append(delta)
             self._unflushed = True
-        if first:
-            _desk.wake.set()  # the owner sees the first words at once
 
     def read_timeout(self) -> float:
         """A backstop for one read, should the desk be late: the first-token timeout, and never past
@@ -171,7 +172,6 @@ class _Desk:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.watches: set[CallWatch] = set()
-        self.wake = threading.Event()
         self.thread: threading.Thread | None = None
 
     def add(self, watch: CallWatch) -> None:
@@ -184,8 +184,6 @@ class _Desk:
     def remove(self, watch: CallWatch) -> None:
         with self.lock:
             self.watches.discard(watch)
-            if not self.watches:
-                self.wake.set()  # the last call ended: give the connection back now
 
     def run(self) -> None:
         conn: Any = None
@@ -193,20 +191,15 @@ class _Desk:
         complained = -1e9
         try:
             while True:
-                self.wake.wait(TICK)
-                self.wake.clear()
+                time.sleep(TICK)
                 now, wall = time.monotonic(), time.time()
                 with self.lock:
                     watches = list(self.watches)
                     if not watches and idle_since and now - idle_since > IDLE_EXIT:
                         self.thread = None
                         return
-                if not watches:
+                if not watches:  # the connection is kept for the next call, closed when the thread ends
                     idle_since = idle_since or now
-                    if conn is not None:  # no connection is held while no call is in flight
-                        with contextlib.suppress(Exception):
-                            conn.close()
-                        conn = None
                     continue
                 idle_since = 0.0
                 for watch in watches:
