@@ -249,10 +249,6 @@ def run(
     """Run `command` with DATABASE_URL set: the given server, or an embedded one started for it."""
     if os.environ.get("DATABASE_URL", "").strip():
         return subprocess.call(command)
-    if temporary:
-        # A parent of the data directory the server's own user may enter (when run as root).
-        data = Path(tempfile.mkdtemp(prefix="agent-schedules-pg-")) / "data"
-    assert data is not None
     child: subprocess.Popen[bytes] | None = None
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -266,35 +262,48 @@ def run(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGINT)
 
+    made: Path | None = None  # the temporary directory, deleted however the start ends
     try:
-        with embedded_server(
-            data.resolve(), temporary=temporary, durable=durable, on_stop_signal=forward
-        ) as url:
-            if not quiet:
-                where = (
-                    "a temporary directory"
-                    if temporary
-                    else str(data.relative_to(ROOT) if data.is_relative_to(ROOT) else data)
-                )
-                print(
-                    f"PostgreSQL 18 (embedded) is running, data in {where}; it stops when this command ends."
-                )
-            child = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url}, process_group=0)
-            try:
-                # The command may read the terminal (a debugger, `manage.py shell`): hand it the foreground.
-                _foreground(child.pid)
-                return child.wait()
-            finally:
-                if child.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(child.pid, signal.SIGTERM)
-                    child.wait()
-                _foreground(os.getpgrp())
+        # From before the directory is made: a stop signal in between must not leave it behind.
+        with handling_stop_signals(interrupt):
+            if temporary:
+                # A parent of the data directory the server's own user may enter (when run as root).
+                made = Path(tempfile.mkdtemp(prefix="agent-schedules-pg-"))
+                data = made / "data"
+            assert data is not None
+            with embedded_server(
+                data.resolve(), temporary=temporary, durable=durable, on_stop_signal=forward
+            ) as url:
+                if not quiet:
+                    where = (
+                        "a temporary directory"
+                        if temporary
+                        else str(data.relative_to(ROOT) if data.is_relative_to(ROOT) else data)
+                    )
+                    print(
+                        f"PostgreSQL 18 (embedded) is running, data in {where}; "
+                        "it stops when this command ends."
+                    )
+                child = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url}, process_group=0)
+                try:
+                    # The command may read the terminal (a debugger, `manage.py shell`): it gets the
+                    # foreground.
+                    _foreground(child.pid)
+                    return child.wait()
+                finally:
+                    if child.poll() is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(child.pid, signal.SIGTERM)
+                        child.wait()
+                    _foreground(os.getpgrp())
     except CannotStart as exc:
         sys.stderr.write(f"PostgreSQL (embedded) did not start: {exc}.\n")
         return 3
     except KeyboardInterrupt:  # stopped while the server was starting: nothing ran
         return 130
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def _foreground(process_group: int) -> None:
