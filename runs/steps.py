@@ -36,13 +36,7 @@ WITH ours AS (
     RETURNING id
 ),
 {ledger},
-ancestors AS (
-    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
-        cost = cost + %s, tool_calls = tool_calls + %s
-    WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM ours)
-    RETURNING 1
-),
-transcript AS (
+{ancestors}transcript AS (
     INSERT INTO {transcript} (run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name,
         is_error, created_at)
     SELECT %s, t.seq, t.step, t.role, t.content, t.tool_calls::jsonb, t.tool_call_id, t.tool_name,
@@ -53,6 +47,14 @@ transcript AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM ours)
+"""
+# A delegated child's step counts against its ancestors too; a run with none plans no such update.
+_ANCESTORS_SQL = """ancestors AS (
+    UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
+        cost = cost + %s, tool_calls = tool_calls + %s
+    WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM ours)
+    RETURNING 1
+),
 """
 
 
@@ -69,12 +71,17 @@ def write_step(
     the call is no longer open. Autocommit makes the statement its own transaction. Returns whether
     it was written: not when the run was ended meanwhile, whose ender charged the call's bound."""
     ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
+    runs = Run._meta.db_table
     sql = _STEP_SQL.format(
-        ledger=", ".join(ledger_ctes), runs=Run._meta.db_table, transcript=TranscriptEntry._meta.db_table
+        ledger=", ".join(ledger_ctes),
+        ancestors=_ANCESTORS_SQL.format(runs=runs) if ancestors else "",
+        runs=runs,
+        transcript=TranscriptEntry._meta.db_table,
     )
     params: list[Any] = [call.cost, tool_calls, run.pk, Run.Status.RUNNING, attempt]
     params += ledger_params
-    params += [call.cost, tool_calls, ancestors]
+    if ancestors:
+        params += [call.cost, tool_calls, ancestors]
     params += [run.pk, call.at]
     params += [
         [r.seq for r in rows],
