@@ -43,8 +43,12 @@ def test_the_owner_creates_a_schedule_in_chat_and_is_refused_a_bigger_budget(bro
 
     # The worker answers; the polled tail shows the steps, then the answer and the card.
     card = page.locator(".schedule-card")
+    done = page.locator("#tail .bubble--assistant .badge", has_text="Completed")
     try:
+        # The card shows once the tool made the schedule; the tool's step says so once the run's
+        # next step records its result (its answer, here): both are on the page when it completed.
         card.wait_for(timeout=60_000)
+        done.wait_for(timeout=60_000)
     except Exception:
         raise AssertionError(read_log(cluster)) from None
     assert page.evaluate("window.__still_this_page") is True  # no reload: htmx polling swapped it in
