@@ -285,6 +285,16 @@ def release(run_id: int, *, now: datetime | None = None) -> bool:
     )
 
 
+def release_cte(ended: str) -> str:
+    """`release` as a data-modifying CTE named `released`, for the statement that ends a run (runs.services):
+    the reservation of the run the CTE `ended` returns (its `id`), released at the one parameter it takes."""
+    table = Reservation._meta.db_table
+    return (
+        f'released AS (UPDATE "{table}" SET released_at = %s '  # noqa: S608 - model metadata, our CTE name
+        f"WHERE released_at IS NULL AND run_id IN (SELECT id FROM {ended}) RETURNING 1)"
+    )
+
+
 # -- usage and events -------------------------------------------------------------------------
 
 

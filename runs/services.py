@@ -277,7 +277,7 @@ def finish_run(
     # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
     # that transaction, and a failure rolls all of it back anyway.
     with transaction.atomic(savepoint=False):
-        if not _end(run, fields, attempt=attempt, silent_since=silent_since):
+        if not _end(run, fields, attempt=attempt, silent_since=silent_since, now=now):
             return False
         if not own:
             # Stopped, or reaped, while a call was on the wire: the provider may have generated up
@@ -292,7 +292,6 @@ def finish_run(
                     run.cost + charged.cost,
                 )
                 run.open_call, run.partial_text = None, ""
-        ledger.release(run.pk, now=now)
         run_finished.send(sender=Run, run=run)
     return True
 
@@ -304,11 +303,17 @@ _COLUMNS = {f.name: f for f in Run._meta.concrete_fields}
 
 
 def _end(
-    run: Run, fields: dict[str, object], *, attempt: uuid.UUID | None, silent_since: datetime | None
+    run: Run,
+    fields: dict[str, object],
+    *,
+    attempt: uuid.UUID | None,
+    silent_since: datetime | None,
+    now: datetime,
 ) -> bool:
     """Write `fields` if the run is still in flight (under `attempt`; for the reaper, only if still
-    silent since `silent_since`, or never started), and read the row back onto `run`, in one
-    statement (UPDATE ... RETURNING). False, and nothing changed, when it is not."""
+    silent since `silent_since`, or never started), release its reservation (at `now`), and read the
+    row back onto `run`, in one statement (UPDATE ... RETURNING). False, and nothing changed, when it
+    is not."""
     assignments = ", ".join(f'"{_COLUMNS[name].column}" = %s' for name in fields)
     params: list[Any] = [
         None if value is None else _COLUMNS[name].get_db_prep_save(value, connection)
@@ -330,10 +335,11 @@ def _end(
         bound = f"{HELD_ROW_SECONDS}s" if attempt is not None else None
         cursor.execute(
             "WITH bounded AS (SELECT set_config('idle_in_transaction_session_timeout', "  # noqa: S608 - model metadata, our fields
-            "coalesce(%s, current_setting('idle_in_transaction_session_timeout')), true)) "
-            f'UPDATE "{Run._meta.db_table}" SET {assignments} '
-            f"WHERE {' AND '.join(where)} AND EXISTS (SELECT FROM bounded) RETURNING {returning}",
-            [bound, *params],
+            "coalesce(%s, current_setting('idle_in_transaction_session_timeout')), true)), "
+            f'ended AS (UPDATE "{Run._meta.db_table}" SET {assignments} '
+            f"WHERE {' AND '.join(where)} AND EXISTS (SELECT FROM bounded) RETURNING {returning}), "
+            f"{ledger.release_cte('ended')} SELECT * FROM ended",
+            [bound, *params, now],
         )
         row = cursor.fetchone()
     if row is None:

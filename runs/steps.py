@@ -93,12 +93,39 @@ def write_step(
         [r.tool_name for r in rows],
         [r.is_error for r in rows],
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        (on_time,) = cursor.fetchone()
+    (on_time,) = _execute_with_generic_plan(sql, params)
     if on_time:
         judge_alerts(call)
     return bool(on_time)
+
+
+def _execute_with_generic_plan(sql: str, params: list[Any]) -> tuple[Any, ...]:
+    """Run the step's statement with the plan PostgreSQL made once for it on this connection.
+
+    The product's sessions plan each execution for its values (plan_cache_mode=force_custom_plan,
+    config/settings.py: a generic plan cannot use a partial index whose condition is a parameter).
+    The step statement touches no such index, and planning its CTEs took about as long as running
+    them, on every step. So its transaction alone uses the prepared statement's generic plan:
+    BEGIN, SET LOCAL, the statement and COMMIT go together in one round trip (psycopg's pipeline
+    mode). Inside a caller's transaction (a test's, a caller's atomic block) the statement runs as
+    it is, planned for its values."""
+    if connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return tuple(cursor.fetchone())
+    connection.ensure_connection()
+    session = connection.connection
+    with connection.wrap_database_errors, connection.cursor() as cursor:
+        try:
+            with session.pipeline():
+                session.execute("BEGIN")
+                session.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                cursor.execute(sql, params)
+                session.execute("COMMIT")
+            return tuple(cursor.fetchone())
+        except Exception:
+            session.rollback()  # out of the failed transaction (and pipeline), whatever state it is in
+            raise
 
 
 # Before each model request: the run is still this attempt's (else the loop stops), and the call

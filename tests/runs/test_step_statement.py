@@ -1,0 +1,114 @@
+"""The step's one statement outside any caller's transaction, as a worker runs it: its own
+transaction, on the plan PostgreSQL made once for it, committed whole or not at all, and the
+connection usable after a failure (runs.steps)."""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+import pytest
+from django.db import IntegrityError, connection
+from django.utils import timezone
+
+from accounting import ledger
+from accounting.models import LedgerEntry
+from runs.models import Run, TranscriptEntry
+from runs.services import claim_run
+from runs.steps import write_step
+from tests.factories import make_agent, start_interactive_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _claimed(owner) -> Run:
+    run = start_interactive_run(owner.pk, make_agent("steps"), "Count to ten.")
+    claim_run(run)
+    return Run.objects.get(pk=run.pk)
+
+
+def _call(run: Run, step: int) -> ledger.Call:
+    return ledger.Call(
+        owner_id=run.owner_id,
+        run_id=run.pk,
+        schedule_id=None,
+        provider="simulated",
+        model="sim-research",
+        input_tokens=1_000,
+        output_tokens=100,
+        cost=Decimal("0.004500"),
+        computed_cost=Decimal("0.004500"),
+        at=timezone.now(),
+        step=step,
+    )
+
+
+def _answer(run: Run, seq: int, step: int) -> TranscriptEntry:
+    return TranscriptEntry(run=run, seq=seq, step=step, role="assistant", content=f"Step {step}.")
+
+
+def _other_session_sees(run: Run) -> tuple[int, Decimal, int]:
+    """The run's counters and ledger entries as another session reads them: committed, or not."""
+    seen: list[tuple[int, Decimal, int]] = []
+
+    def read() -> None:
+        try:
+            with connection.cursor() as cursor:  # this thread's own connection
+                cursor.execute(
+                    "SELECT r.steps, r.cost, (SELECT count(*) FROM accounting_ledgerentry e "
+                    "WHERE e.run_id = r.id) FROM runs_run r WHERE r.id = %s",
+                    [run.pk],
+                )
+                seen.append(cursor.fetchone())
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join()
+    return seen[0]
+
+
+def test_each_step_is_committed_with_its_entry_and_runs_on_one_plan_after_five(owner):
+    run = _claimed(owner)
+    seq = TranscriptEntry.objects.filter(run=run).count()
+    for step in range(1, 9):
+        assert write_step(run, run.attempt, [], _call(run, step), 0, [_answer(run, seq, step)])
+        seq += 1
+        assert not connection.connection.info.transaction_status  # idle: committed, nothing left open
+
+    with connection.cursor() as cursor:  # the same session, still held: nothing released it
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%WITH ours AS%"],
+        )
+        (generic, custom) = cursor.fetchone()
+    assert generic >= 3 and custom == 0  # psycopg prepares at the fifth; each run after is not planned
+    connection.close()
+    assert _other_session_sees(run) == (8, Decimal("0.036000"), 8)
+    assert TranscriptEntry.objects.filter(run=run, role="assistant").count() == 8
+
+
+def test_a_step_that_fails_writes_nothing_and_leaves_the_connection_usable(owner):
+    run = _claimed(owner)
+    seq = TranscriptEntry.objects.filter(run=run).count()
+    assert write_step(run, run.attempt, [], _call(run, 1), 0, [_answer(run, seq, 1)])
+    taken = _answer(run, seq, 2)  # a sequence number already written: the transcript refuses it
+
+    with pytest.raises(IntegrityError, match="transcript_run_seq_unique"):
+        write_step(run, run.attempt, [], _call(run, 2), 0, [taken])
+
+    assert not connection.connection.info.transaction_status  # not left in a failed transaction
+    assert _other_session_sees(run) == (1, Decimal("0.004500"), 1)  # the ledger and counters: one step
+    assert write_step(run, run.attempt, [], _call(run, 2), 0, [_answer(run, seq + 1, 2)])
+    assert _other_session_sees(run) == (2, Decimal("0.009000"), 2)
+    assert LedgerEntry.objects.filter(run_id=run.pk).count() == 2
+
+
+def test_a_step_for_a_run_ended_meanwhile_is_not_written(owner):
+    run = _claimed(owner)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
+    seq = TranscriptEntry.objects.filter(run=run).count()
+
+    assert not write_step(run, run.attempt, [], _call(run, 1), 0, [_answer(run, seq, 1)])
+    assert _other_session_sees(run) == (0, Decimal("0"), 0)
