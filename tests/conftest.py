@@ -81,6 +81,22 @@ def owner_client(owner: User) -> Client:
     return client
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Any:
+    """pytest-django's test database, and at the end no session left on it before it is dropped: a
+    thread's pooled connection, or a process a test spawned that outlived it, would otherwise keep
+    the database (and, on a DATABASE_URL server, leave it there until the next run)."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    connection.close()
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     # The controller (or a run without workers) stops the real model server its workers shared
     # (tests/real_model/conftest.py); it would stop by itself within a second anyway.

@@ -32,8 +32,9 @@ def _started() -> Run | None:
 def _ready(cluster) -> bool:  # type: ignore[no-untyped-def]
     """the cluster's workers to listen"""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [waker.APPLICATION_NAME]
+        cursor.execute(  # on this test's database: other test processes' clusters share the server
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+            [waker.APPLICATION_NAME],
         )
         return bool(cursor.fetchone()[0] >= 1)
 
@@ -67,8 +68,9 @@ def test_a_notification_lost_with_its_connection_costs_at_most_the_fallback_inte
     cluster = spawn("qcluster", env={"Q_POLL_SECONDS": "30"})
     wait_for(lambda: _ready(cluster), timeout=30)
     with connection.cursor() as cursor:  # every waker's connection dropped, as a network blip would
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        cursor.execute(  # this test's database only: other test processes' clusters share the server
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
             [waker.APPLICATION_NAME],
         )
     agent = make_agent(model="sim-research")
