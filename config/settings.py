@@ -135,6 +135,7 @@ DATABASES["default"]["OPTIONS"]["server_side_binding"] = _server_side
 # tick's batch): parsed once per connection, not on every call (Django turns this off). Each
 # execution is still planned for its own values: a generic plan cannot use a partial index
 # (the due schedules, the open reservations, the month rollups) whose condition is a parameter.
+# The run loop's step statement, which touches no such index, runs on a generic plan (runs.steps).
 DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if _server_side else None
 if _server_side:
     _given = DATABASES["default"]["OPTIONS"].get("options", "")
