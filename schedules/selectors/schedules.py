@@ -439,7 +439,9 @@ class ScheduleDetail:
 
 
 def schedule_detail(schedule: Schedule, tz: str) -> ScheduleDetail:
-    """Everything the detail page shows (five queries, six when a long streak needs more events)."""
+    """Everything the detail page shows: six queries (revisions, occurrences with their runs, events,
+    pauses, requests, notices); seven when an event's run is older than the occurrences shown, eight
+    when a long streak needs more events."""
     revisions = list(
         schedule.revisions.select_related("agent", "created_by", "request__requested_by").order_by("-number")[
             : REVISIONS_SHOWN + 1
@@ -451,7 +453,9 @@ def schedule_detail(schedule: Schedule, tz: str) -> ScheduleDetail:
         .order_by("-scheduled_for", "-id")[: OCCURRENCES_SHOWN + 1]
     )
     events = list(_events_query(schedule.pk)[: EVENTS_SHOWN + 1])
-    dimensions = _failure_dimensions(schedule.owner_id, (e.run_id for e in events))
+    # The runs of the occurrences shown came with them; only an event's run beyond those is read.
+    dimensions = {o.run.pk: o.run.failure_dimension for o in occurrences if o.run is not None}
+    dimensions |= _failure_dimensions(schedule.owner_id, {e.run_id for e in events} - dimensions.keys())
     pause_events = pause_history(schedule)
     by_occurrence = {e.payload.get("occurrence_id"): e for e in events}
     history = revision_history(revisions)[:REVISIONS_SHOWN]

@@ -33,7 +33,8 @@ def _ready(cluster) -> bool:  # type: ignore[no-untyped-def]
     """the cluster's workers to listen"""
     with connection.cursor() as cursor:
         cursor.execute(  # on this test's database: other test processes' clusters share the server
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
             [waker.APPLICATION_NAME],
         )
         return bool(cursor.fetchone()[0] >= 1)

@@ -6,13 +6,15 @@ import re
 import zoneinfo
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runs.models import Run
 from runs.services import delete_conversation
 from schedules import services
 from schedules.models import Occurrence, Schedule
 from schedules.schemas import parse_explicit, parse_update
-from tests.factories import finish, limits, make_schedule, materialize
+from tests.factories import finish, limits, make_budget_paused, make_schedule, materialize
 
 pytestmark = pytest.mark.django_db
 
@@ -124,6 +126,22 @@ def test_the_detail_page_costs_a_fixed_number_of_queries(
         response = owner_client.get(f"/schedules/{schedule.pk}/")
     assert response.status_code == 200
     assert response.text.count("Deleted with its conversation") == 0
+
+
+def test_a_paused_schedules_page_names_each_runs_exhausted_limit_without_reading_its_runs_twice(
+    owner, owner_client, admin_user
+):
+    schedule = make_budget_paused(owner, admin_user)  # two runs out of dollars: budget exhausted (cost)
+    owner_client.get(f"/schedules/{schedule.pk}/")  # the session and caches warm, as on any later visit
+
+    with CaptureQueriesContext(connection) as queries:
+        response = owner_client.get(f"/schedules/{schedule.pk}/")
+
+    assert response.status_code == 200
+    assert response.text.count("budget exhausted (cost)") == 3  # the pause's reason and each run
+    run_reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "runs_run"')]
+    assert run_reads == []  # the occurrences brought their runs; the events' runs are those
+    assert len(queries.captured_queries) <= 13
 
 
 def test_a_completed_one_time_schedule_offers_no_actions(owner, owner_client, agent):
