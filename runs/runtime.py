@@ -61,7 +61,7 @@ from runs.providers.base import (
     ToolSpec,
     diagnostics,
 )
-from runs.steps import open_call, write_step
+from runs.steps import Opening, open_call, write_step
 from runs.tools import Tool, ToolContext, invoke, tools_for
 from runs.watch import CallWatch
 
@@ -74,6 +74,15 @@ _STATE_SQL = f"SELECT {', '.join(RUN_STATE)} FROM {Run._meta.db_table} WHERE id 
 
 class _Stopped(Exception):
     """The run is no longer ours to drive: cancelled, or reaped and replaced."""
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A step not yet written: the response's charge, the tool calls it counts, its transcript rows."""
+
+    call: ledger.Call
+    tool_calls: int
+    rows: list[TranscriptEntry]
 
 
 @dataclass
@@ -97,6 +106,9 @@ class _Loop:
         self.history, self.seq = transcript.read_history(self.run)
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
+        # A step whose tools all answered at once is written with the next call's opening, one
+        # statement for both (runs.steps.write_step), or at the run's end (flush).
+        self.pending: _Step | None = None
         self.transient_in_a_row = 0  # charged calls that were not answers: empty, or cut (retried)
         self.call_id = ""  # the call on the wire, or the last one
         # For the next call's input bound: the input the last response reported, and how many history
@@ -141,7 +153,12 @@ class _Loop:
                 if plan.synthesis or response.defect or late or cut
                 else self.tool_calls_that_fit(len(response.tool_calls))
             )
-            step = self.record_response(response, tool_calls=runnable)
+            instant = (
+                bool(response.tool_calls)
+                and not (plan.synthesis or response.defect or late or cut)
+                and self.all_instant(response.tool_calls[:runnable])
+            )
+            step = self.record_response(response, tool_calls=runnable, defer=instant)
             self.check_time()
             if response.defect:
                 raise ProviderPermanentError(
@@ -286,12 +303,17 @@ class _Loop:
 
     def open(self, plan: bounds.CallPlan) -> None:
         """Before the call is sent: the run is still ours, and the call is its open call, with its
-        worst case, in one statement (runs.steps.open_call)."""
+        worst case, in one statement (runs.steps.open_call); with the step before it, when that one
+        waited for its instant tools (runs.steps.write_step)."""
         self.call_id = uuid.uuid4().hex
         bound = self.bound_of(
             plan, output_tokens=plan.cap, basis="estimate: its worker was lost while the call was on the wire"
         )
-        if not open_call(
+        if self.pending is not None:
+            opening = Opening(self.call_id, bound, synthesis=plan.synthesis or "")
+            if not self.write_pending(opening):
+                raise _Stopped  # ended meanwhile: whoever ended it charged the previous call
+        elif not open_call(
             self.run, self.attempt, self.call_id, bound, self.ancestors, synthesis=plan.synthesis or ""
         ):
             raise _Stopped
@@ -388,10 +410,11 @@ class _Loop:
     def tool_calls_that_fit(self, asked: int) -> int:
         return min(asked, tool_calls_that_fit(self.limits, self.run.tool_calls))
 
-    def record_response(self, response: ModelResponse, *, tool_calls: int) -> int:
+    def record_response(self, response: ModelResponse, *, tool_calls: int, defer: bool = False) -> int:
         """Ledger entry and rollups, counters of this run and its ancestors (with the tool calls
         about to run), and the transcript up to this response, all at once: one statement and one
-        round trip (runs.steps.write_step).
+        round trip (runs.steps.write_step). `defer` (its tools are all instant): kept as the pending
+        step, written with the next call's opening or at the run's end, and counted here already.
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
         worker was frozen, or it was cancelled) was charged by whoever ended the run: the call's
@@ -413,9 +436,10 @@ class _Loop:
             TranscriptEntry.Role.ASSISTANT, step, response.text, tool_calls=response.tool_calls
         )
         rows = [*self.unwritten, row]
-        on_time = write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows)
         self.unwritten = []
-        if not on_time:
+        if defer:
+            self.pending = _Step(call, tool_calls, rows)
+        elif not write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows):
             raise _Stopped  # ended meanwhile: whoever ended it charged the call
         self.history.append(message)
         self.run.steps, self.run.model_calls, self.run.cost = (
@@ -425,6 +449,28 @@ class _Loop:
         )
         self.run.tool_calls += tool_calls
         return step
+
+    def write_pending(self, opening: Opening | None) -> bool:
+        """The pending step, with the tool results since, and the next call's `opening` if any."""
+        pending, self.pending = self.pending, None
+        assert pending is not None
+        rows = [*pending.rows, *self.unwritten]
+        self.unwritten = []
+        return write_step(
+            self.run, self.attempt, self.ancestors, pending.call, pending.tool_calls, rows, opening=opening
+        )
+
+    def flush(self) -> None:
+        """At the run's end (callers hold its transaction): the pending step, if the run is still
+        ours, and the transcript entries not yet written."""
+        if self.pending is not None:
+            self.write_pending(None)  # not ours any more: whoever ended it charged the call
+        self.write_transcript()
+
+    def all_instant(self, calls: tuple[ToolCall, ...]) -> bool:
+        """Whether each of these calls answers at once: an instant tool, or one that is refused."""
+        by_name = {tool.wire_name: tool for tool in self.tools}
+        return all(by_name[c.name].instant if c.name in by_name else True for c in calls)
 
     def call_fields(self) -> dict[str, Any]:
         agent = self.run.agent
@@ -465,7 +511,8 @@ class _Loop:
         for index, call in enumerate(calls):
             if index < runnable:
                 self.check_time()  # tools can be slow (a fetch, a delegated child)
-                release_connection()
+                if self.pending is None:  # nothing is waited on when every tool answers at once
+                    release_connection()
                 result, is_error = invoke(call, self.tools, self.context)
             else:
                 result, is_error = transcript.TOOL_BUDGET_EXHAUSTED, True
@@ -559,7 +606,7 @@ def execute_run(
             own.close()
     with transaction.atomic():  # the last tool results and the run's end, together
         if loop is not None:
-            loop.write_transcript()
+            loop.flush()
         finished = outcome is not None and services.finish_run(run, outcome, attempt=attempt)
     # finish_run refreshes the run it finished; otherwise someone else wrote its end.
     if not finished:

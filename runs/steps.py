@@ -1,6 +1,7 @@
 """Writing a model step: the call about to be sent, as the run's open call, in one statement that
 also checks the run is still this attempt's; then its usage, counters and transcript in one
-statement while the run is still this attempt's. A run ended by someone else (Stop, the reaper)
+statement while the run is still this attempt's (with the next call's opening, when the step's
+tools answered at once and that call is already known). A run ended by someone else (Stop, the reaper)
 while a call was on the wire has that call charged by whoever ended it (charge_open_call), so a
 response that comes back too late is not written at all. The run loop (runs.runtime) decides what
 a step is; this module only makes it durable, atomically (docs/contract.md#the-run-loop, rule 4).
@@ -28,10 +29,14 @@ logger = logging.getLogger(__name__)
 # attempt's (re-checked on the row as it is when the update takes its lock, so a reaper that
 # committed meanwhile wins), and the ledger, rollups, ancestors and transcript are written only
 # if that update was. A late response writes nothing: its call was charged when the run was ended.
+# When the next call is already known (its tools answered at once, runs.tools.Tool.instant), the
+# same statement records it as the run's open call, as open_call's statement would (_OPEN_SQL).
 _STEP_SQL = """
 WITH ours AS (
     UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
-        cost = cost + %s, tool_calls = tool_calls + %s, open_call = NULL, partial_text = ''
+        cost = cost + %s, tool_calls = tool_calls + %s, open_call = %s::jsonb, partial_text = '',
+        synthesis_dimension = CASE WHEN synthesis_dimension = '' THEN %s ELSE synthesis_dimension END,
+        synthesis_step = CASE WHEN synthesis_dimension = '' AND %s <> '' THEN %s ELSE synthesis_step END
     WHERE id = %s AND status = %s AND attempt = %s::uuid
     RETURNING id
 ),
@@ -58,6 +63,15 @@ _ANCESTORS_SQL = """ancestors AS (
 """
 
 
+@dataclasses.dataclass(frozen=True)
+class Opening:
+    """The next call, recorded as open with the step before it (open_call's arguments)."""
+
+    call_id: str
+    bound: ledger.Call
+    synthesis: str = ""
+
+
 def write_step(
     run: Run,
     attempt: Any,
@@ -65,11 +79,14 @@ def write_step(
     call: ledger.Call,
     tool_calls: int,
     rows: list[TranscriptEntry],
+    *,
+    opening: Opening | None = None,
 ) -> bool:
     """One step in one statement, if the run is still this attempt's: the ledger's
     CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows;
-    the call is no longer open. Autocommit makes the statement its own transaction. Returns whether
-    it was written: not when the run was ended meanwhile, whose ender charged the call's bound."""
+    the call is no longer open, or the `opening` one is. Its own transaction (outside a caller's).
+    Returns whether it was written: not when the run was ended meanwhile, whose ender charged the
+    call's bound."""
     ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
     runs = Run._meta.db_table
     sql = _STEP_SQL.format(
@@ -78,7 +95,11 @@ def write_step(
         runs=runs,
         transcript=TranscriptEntry._meta.db_table,
     )
-    params: list[Any] = [call.cost, tool_calls, run.pk, Run.Status.RUNNING, attempt]
+    record = _record(opening.call_id, opening.bound, ancestors) if opening else None
+    synthesis = opening.synthesis if opening else ""
+    step = opening.bound.step if opening else 0
+    params: list[Any] = [call.cost, tool_calls, record, synthesis, synthesis, step]
+    params += [run.pk, Run.Status.RUNNING, attempt]
     params += ledger_params
     if ancestors:
         params += [call.cost, tool_calls, ancestors]
@@ -150,10 +171,15 @@ def open_call(
     """Record the call about to be sent (its `bound`: what it is charged should its worker be lost
     while it is on the wire), if the run is still this attempt's; False when it is not (stopped,
     reaped or deleted): nothing is sent then."""
-    record = {"id": call_id, "ancestors": ancestors, "bound": bound.to_json()}
+    record = _record(call_id, bound, ancestors)
     with connection.cursor() as cursor:
-        cursor.execute(_OPEN_SQL, [json.dumps(record), synthesis, synthesis, bound.step, run.pk, attempt])
+        cursor.execute(_OPEN_SQL, [record, synthesis, synthesis, bound.step, run.pk, attempt])
         return bool(cursor.rowcount == 1)
+
+
+def _record(call_id: str, bound: ledger.Call, ancestors: list[int]) -> str:
+    """A run's open call as stored: what charge_open_call charges, and to whom."""
+    return json.dumps({"id": call_id, "ancestors": ancestors, "bound": bound.to_json()})
 
 
 def charge_open_call(run: Run, *, basis: str) -> ledger.Call | None:

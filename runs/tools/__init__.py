@@ -48,6 +48,9 @@ class Tool:
     description: str
     arguments: type[BaseModel]
     handler: Callable[[Any, ToolContext], str]
+    # Answers at once from what the run already holds: no network, no write, no child run. The
+    # loop then writes the step before it together with the next call's opening (runs.runtime).
+    instant: bool = False
 
     @property
     def wire_name(self) -> str:

@@ -74,7 +74,15 @@ def agent_delegate(arguments: DelegateArguments, context: ToolContext) -> str:
 
 
 def register_builtin_tools() -> None:
-    register(Tool("clock.now", "The current date and time in the owner's time zone.", NoArguments, clock_now))
+    register(
+        Tool(
+            "clock.now",
+            "The current date and time in the owner's time zone.",
+            NoArguments,
+            clock_now,
+            instant=True,
+        )
+    )
     register(
         Tool(
             "http.fetch",
