@@ -200,9 +200,10 @@ def test_each_poll_shows_the_steps_committed_so_far_then_the_synthesis_turn_and_
     assert len(polls) == 3  # two tool turns, then the synthesis-only turn
     first, second, third = polls
     assert "working, step 1…" in first and "Step 1" not in first
-    # Step 1 committed with its tool call; its result is written with the next step's usage.
+    # Step 1 committed with its tool call and, clock.now answering at once, with its result: both
+    # were written as the next request went out.
     assert "working, step 2…" in second and "Step 1 · model call" in second
-    assert "clock.now running…" in second
+    assert "clock.now → returned" in second and "running…" not in second
     assert "working, step 3…" in third and "Step 2 · model call" in third
     assert "clock.now → returned" in third
     # The synthesis-only turn is announced as its request goes out, with what activated it.
