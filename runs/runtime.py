@@ -106,8 +106,8 @@ class _Loop:
         self.history, self.seq = transcript.read_history(self.run)
         self.attempt = self.run.attempt
         self.unwritten: list[TranscriptEntry] = []
-        # A step whose tools all answered at once is written with the next call's opening, one
-        # statement for both (runs.steps.write_step), or at the run's end (flush).
+        # A step is written before a tool that waits (a fetch, a child run); otherwise with the next
+        # call's opening, one statement for both (runs.steps.write_step), or in the run's end (flush).
         self.pending: _Step | None = None
         self.transient_in_a_row = 0  # charged calls that were not answers: empty, or cut (retried)
         self.call_id = ""  # the call on the wire, or the last one
@@ -153,12 +153,10 @@ class _Loop:
                 if plan.synthesis or response.defect or late or cut
                 else self.tool_calls_that_fit(len(response.tool_calls))
             )
-            instant = (
-                bool(response.tool_calls)
-                and not (plan.synthesis or response.defect or late or cut)
-                and self.all_instant(response.tool_calls[:runnable])
-            )
-            step = self.record_response(response, tool_calls=runnable, defer=instant)
+            # Written now only when a tool that waits runs next; otherwise with what follows: the next
+            # call's opening, or the run's end (the answer, a limit, a failure).
+            waits = not self.all_instant(response.tool_calls[:runnable])
+            step = self.record_response(response, tool_calls=runnable, defer=not waits)
             self.check_time()
             if response.defect:
                 raise ProviderPermanentError(
@@ -413,8 +411,8 @@ class _Loop:
     def record_response(self, response: ModelResponse, *, tool_calls: int, defer: bool = False) -> int:
         """Ledger entry and rollups, counters of this run and its ancestors (with the tool calls
         about to run), and the transcript up to this response, all at once: one statement and one
-        round trip (runs.steps.write_step). `defer` (its tools are all instant): kept as the pending
-        step, written with the next call's opening or at the run's end, and counted here already.
+        round trip (runs.steps.write_step). `defer` (no tool that waits runs next): kept as the
+        pending step, written with the next call's opening or in the run's end, counted here already.
 
         A response that arrives after the run stopped being ours (the reaper failed it while the
         worker was frozen, or it was cancelled) was charged by whoever ended the run: the call's
@@ -461,8 +459,8 @@ class _Loop:
         )
 
     def flush(self) -> None:
-        """At the run's end (callers hold its transaction): the pending step, if the run is still
-        ours, and the transcript entries not yet written."""
+        """In the run's end (callers hold its transaction): the pending step, if the run is still
+        ours, and the transcript entries not yet written; the last step and the end commit together."""
         if self.pending is not None:
             self.write_pending(None)  # not ours any more: whoever ended it charged the call
         self.write_transcript()

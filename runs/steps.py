@@ -1,7 +1,7 @@
 """Writing a model step: the call about to be sent, as the run's open call, in one statement that
 also checks the run is still this attempt's; then its usage, counters and transcript in one
-statement while the run is still this attempt's (with the next call's opening, when the step's
-tools answered at once and that call is already known). A run ended by someone else (Stop, the reaper)
+statement while the run is still this attempt's (with the next call's opening when no tool that
+waits came between them, runs.runtime). A run ended by someone else (Stop, the reaper)
 while a call was on the wire has that call charged by whoever ended it (charge_open_call), so a
 response that comes back too late is not written at all. The run loop (runs.runtime) decides what
 a step is; this module only makes it durable, atomically (docs/contract.md#the-run-loop, rule 4).
@@ -126,26 +126,25 @@ def _execute_with_generic_plan(sql: str, params: list[Any]) -> tuple[Any, ...]:
     The product's sessions plan each execution for its values (plan_cache_mode=force_custom_plan,
     config/settings.py: a generic plan cannot use a partial index whose condition is a parameter).
     The step statement touches no such index, and planning its CTEs took about as long as running
-    them, on every step. So its transaction alone uses the prepared statement's generic plan:
-    BEGIN, SET LOCAL, the statement and COMMIT go together in one round trip (psycopg's pipeline
-    mode). Inside a caller's transaction (a test's, a caller's atomic block) the statement runs as
-    it is, planned for its values."""
-    if connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return tuple(cursor.fetchone())
+    them, on every step. So it alone runs on the prepared statement's generic plan, set for it and
+    set back in the same round trip (psycopg's pipeline mode): its own transaction (BEGIN, SET
+    LOCAL, the statement, COMMIT), or inside a caller's (the run's end, a test's), the setting
+    around it only."""
     connection.ensure_connection()
     session = connection.connection
+    own = not connection.in_atomic_block
     with connection.wrap_database_errors, connection.cursor() as cursor:
         try:
             with session.pipeline():
-                session.execute("BEGIN")
+                if own:
+                    session.execute("BEGIN")
                 session.execute("SET LOCAL plan_cache_mode = force_generic_plan")
                 cursor.execute(sql, params)
-                session.execute("COMMIT")
+                session.execute("COMMIT" if own else "SET LOCAL plan_cache_mode TO DEFAULT")
             return tuple(cursor.fetchone())
         except Exception:
-            session.rollback()  # out of the failed transaction (and pipeline), whatever state it is in
+            if own:  # out of the failed transaction (and pipeline); a caller's rolls back its own
+                session.rollback()
             raise
 
 

@@ -1,7 +1,7 @@
-"""A step whose tools answer at once (clock.now) is written with the next call's opening, in one
-statement: when that call is on the wire, the step, its charge and its tool results are all
-recorded, and the call is the run's open call. A step with a tool that waits (http.fetch) is
-written before its tool runs. However the run ends after an instant tool, its step is charged."""
+"""A step is written before a tool that waits (http.fetch) runs; otherwise with what follows it:
+its instant tools' results (clock.now) and the next call's opening in one statement, or the run's
+end. When the next call is on the wire, the step, its charge and its tool results are all
+recorded, and that call is the run's open call. However the run ends, every step is charged."""
 
 from __future__ import annotations
 

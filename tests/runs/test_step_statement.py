@@ -8,7 +8,7 @@ import threading
 from decimal import Decimal
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounting import ledger
@@ -112,3 +112,21 @@ def test_a_step_for_a_run_ended_meanwhile_is_not_written(owner):
 
     assert not write_step(run, run.attempt, [], _call(run, 1), 0, [_answer(run, seq, 1)])
     assert _other_session_sees(run) == (0, Decimal("0"), 0)
+
+
+def test_in_a_callers_transaction_the_step_runs_on_one_plan_and_leaves_the_sessions_setting(owner):
+    """As at a run's end, whose last step commits with it: the generic plan for the step alone."""
+    run = _claimed(owner)
+    seq = TranscriptEntry.objects.filter(run=run).count()
+    with transaction.atomic():
+        for step in range(1, 8):
+            assert write_step(run, run.attempt, [], _call(run, step), 0, [_answer(run, seq + step, step)])
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            assert cursor.fetchone() == ("force_custom_plan",)  # the rest of the transaction as before
+            cursor.execute(
+                "SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE %s", ["%WITH ours AS%"]
+            )
+            assert cursor.fetchone()[0] >= 2
+        assert _other_session_sees(run) == (0, Decimal("0"), 0)  # nothing visible before the commit
+    assert _other_session_sees(run) == (7, Decimal("0.031500"), 7)
