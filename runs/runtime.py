@@ -301,8 +301,8 @@ class _Loop:
 
     def open(self, plan: bounds.CallPlan) -> None:
         """Before the call is sent: the run is still ours, and the call is its open call, with its
-        worst case, in one statement (runs.steps.open_call); with the step before it, when that one
-        waited for its instant tools (runs.steps.write_step)."""
+        worst case, in one statement (runs.steps.open_call); with the step before it, when that
+        one is still pending (no tool that waits came between them; runs.steps.write_step)."""
         self.call_id = uuid.uuid4().hex
         bound = self.bound_of(
             plan, output_tokens=plan.cap, basis="estimate: its worker was lost while the call was on the wire"

@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 # attempt's (re-checked on the row as it is when the update takes its lock, so a reaper that
 # committed meanwhile wins), and the ledger, rollups, ancestors and transcript are written only
 # if that update was. A late response writes nothing: its call was charged when the run was ended.
-# When the next call is already known (its tools answered at once, runs.tools.Tool.instant), the
-# same statement records it as the run's open call, as open_call's statement would (_OPEN_SQL).
+# When the next call is already known (no tool that waits came between, runs.tools.Tool.instant),
+# the same statement records it as the run's open call, as open_call's statement would (_OPEN_SQL).
 _STEP_SQL = """
 WITH ours AS (
     UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
