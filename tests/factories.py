@@ -180,7 +180,12 @@ def run_due(schedule: Schedule, *, at: datetime | None = None) -> Run | None:
     return runs[-1] if runs else None
 
 
-def spend(
+def spend(owner_id: int, cost: str | Decimal, **about: Any) -> None:
+    """A ledger entry, as a provider call records it (`about`: a_call's keywords)."""
+    ledger.record_usage(a_call(owner_id, cost, **about))
+
+
+def a_call(
     owner_id: int,
     cost: str | Decimal,
     *,
@@ -188,21 +193,22 @@ def spend(
     schedule_id: int | None = None,
     at: datetime | None = None,
     tokens: tuple[int, int] = (1000, 200),
-) -> None:
-    """A ledger entry, as a provider call records it."""
-    ledger.record_usage(
-        ledger.Call(
-            owner_id=owner_id,
-            run_id=run_id,
-            schedule_id=schedule_id,
-            provider="simulated",
-            model="sim-research",
-            input_tokens=tokens[0],
-            output_tokens=tokens[1],
-            cost=Decimal(cost),
-            at=at or timezone.now(),
-            charged_by_kind={"output": Decimal(cost)},
-        )
+    step: int | None = None,
+) -> ledger.Call:
+    """A provider call as the ledger records it (not yet written): its output charged `cost`."""
+    return ledger.Call(
+        owner_id=owner_id,
+        run_id=run_id,
+        schedule_id=schedule_id,
+        provider="simulated",
+        model="sim-research",
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        cost=Decimal(cost),
+        computed_cost=Decimal(cost),
+        at=at or timezone.now(),
+        step=step,
+        charged_by_kind={"output": Decimal(cost)},
     )
 
 

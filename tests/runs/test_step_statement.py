@@ -10,14 +10,13 @@ from decimal import Decimal
 import pytest
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
 
 from accounting import ledger
 from accounting.models import LedgerEntry
 from runs.models import Run, TranscriptEntry
 from runs.services import claim_run
 from runs.steps import write_step
-from tests.factories import make_agent, start_interactive_run
+from tests.factories import a_call, make_agent, start_interactive_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,19 +28,7 @@ def _claimed(owner) -> Run:
 
 
 def _call(run: Run, step: int) -> ledger.Call:
-    return ledger.Call(
-        owner_id=run.owner_id,
-        run_id=run.pk,
-        schedule_id=None,
-        provider="simulated",
-        model="sim-research",
-        input_tokens=1_000,
-        output_tokens=100,
-        cost=Decimal("0.004500"),
-        computed_cost=Decimal("0.004500"),
-        at=timezone.now(),
-        step=step,
-    )
+    return a_call(run.owner_id, "0.004500", run_id=run.pk, step=step)
 
 
 def _answer(run: Run, seq: int, step: int) -> TranscriptEntry:
