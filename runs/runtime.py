@@ -109,6 +109,10 @@ class _Loop:
         # A step is written before a tool that waits (a fetch, a child run); otherwise with the next
         # call's opening, one statement for both (runs.steps.write_step), or in the run's end (flush).
         self.pending: _Step | None = None
+        # The open call came back (an answer, or a cut): the provider billed it, and until its step
+        # is written only its open call in the database says so. Should the loop fail before that
+        # write commits, the run's end charges the call's bound (execute_run).
+        self.answered = False
         self.transient_in_a_row = 0  # charged calls that were not answers: empty, or cut (retried)
         self.call_id = ""  # the call on the wire, or the last one
         # For the next call's input bound: the input the last response reported, and how many history
@@ -286,6 +290,7 @@ class _Loop:
                 self.adapter, request, sleep=self.sleep, before_attempt=between_attempts, watch=watch
             )
         except CutCall as cut:
+            self.answered = True
             self.charge_cut(plan, cut)
             return None
         except ProviderError as error:
@@ -294,6 +299,7 @@ class _Loop:
             if error.transient:
                 raise ProviderTransientError(message, diagnostics=found) from None
             raise ProviderPermanentError(message, diagnostics=found) from None
+        self.answered = True
         self.sent_messages = len(request.messages)
         self.last_input = response.usage.input_tokens if response.usage is not None else None
         self.plan = plan
@@ -401,7 +407,7 @@ class _Loop:
         (with any tool results not yet written), in the step's one statement."""
         if not write_step(self.run, self.attempt, self.ancestors, call, 0, self.unwritten):
             raise _Stopped  # ended meanwhile: whoever ended it charged the call
-        self.unwritten = []
+        self.unwritten, self.answered = [], False
         self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
         self.run.cost += call.cost
 
@@ -437,7 +443,9 @@ class _Loop:
         self.unwritten = []
         if defer:
             self.pending = _Step(call, tool_calls, rows)
-        elif not write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows):
+        elif write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows):
+            self.answered = False
+        else:
             raise _Stopped  # ended meanwhile: whoever ended it charged the call
         self.history.append(message)
         self.run.steps, self.run.model_calls, self.run.cost = (
@@ -454,9 +462,11 @@ class _Loop:
         assert pending is not None
         rows = [*pending.rows, *self.unwritten]
         self.unwritten = []
-        return write_step(
+        written = write_step(
             self.run, self.attempt, self.ancestors, pending.call, pending.tool_calls, rows, opening=opening
         )
+        self.answered = False  # written, or the run is not ours: its ender charged the call
+        return written
 
     def flush(self) -> None:
         """In the run's end (callers hold its transaction): the pending step, if the run is still
@@ -602,10 +612,26 @@ def execute_run(
     finally:
         for own in own_clients:
             own.close()
-    with transaction.atomic():  # the last tool results and the run's end, together
-        if loop is not None:
-            loop.flush()
-        finished = outcome is not None and services.finish_run(run, outcome, attempt=attempt)
+    flushed = loop is None
+    try:
+        with transaction.atomic():  # the last step, tool results and the run's end, together
+            if loop is not None:
+                loop.flush()
+                flushed = True
+            finished = outcome is not None and services.finish_run(
+                run, outcome, attempt=attempt, charge_open=loop is not None and loop.answered
+            )
+    except Exception as exc:
+        if outcome is None or flushed:
+            raise  # not ours to end; or the end itself failed, and nothing of it was written
+        # The last step could not be written (the database refused it, or the connection was lost):
+        # the run ends all the same, its answered call charged its bound.
+        logger.exception("run %s: its last step could not be written", run.pk)
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()  # a lost connection is opened again
+        error = InternalError(f"Internal error ({type(exc).__name__}); see the logs.")
+        outcome = Outcome(status=Run.Status.FAILED, failure=error)
+        finished = services.finish_run(run, outcome, attempt=attempt, charge_open=True)
     # finish_run refreshes the run it finished; otherwise someone else wrote its end.
     if not finished:
         run.refresh_from_db()

@@ -255,11 +255,17 @@ def claim_run(run: Run) -> uuid.UUID | None:
 
 
 def finish_run(
-    run: Run, outcome: Outcome, *, attempt: uuid.UUID | None = None, silent_since: datetime | None = None
+    run: Run,
+    outcome: Outcome,
+    *,
+    attempt: uuid.UUID | None = None,
+    silent_since: datetime | None = None,
+    charge_open: bool = False,
 ) -> bool:
     """Write a run's terminal state, release its reservation and tell receivers, in one
     transaction. Compare-and-swap: True only for the call that finished it; a stale attempt
-    (reaped, or cancelled meanwhile) changes nothing."""
+    (reaped, or cancelled meanwhile) changes nothing. `charge_open`: the loop ends its own run
+    with a call that was answered (billed) and is not recorded; it is charged its bound."""
     now = timezone.now()
     fields: dict[str, object] = {
         "status": outcome.status,
@@ -271,20 +277,27 @@ def finish_run(
     if failure is not None:
         fields.update(failure.run_columns(), failure_message=failure.message[:MAX_FAILURE_MESSAGE])
     own = attempt is not None and silent_since is None
-    if own:
-        # The loop ends its own run: every call it made was charged, so none is open any more.
+    if own and not charge_open:
+        # The loop ends its own run: every call it made was charged, or was never answered (a
+        # provider's error is not billed), so none is open any more.
         fields.update(open_call=None, partial_text="")
     # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
     # that transaction, and a failure rolls all of it back anyway.
     with transaction.atomic(savepoint=False):
         if not _end(run, fields, attempt=attempt, silent_since=silent_since, now=now):
             return False
-        if not own:
+        if not own or charge_open:
             # Stopped, or reaped, while a call was on the wire: the provider may have generated up
             # to its cap, and billed it. Charged here, before the run's end is told (its accounting
-            # event carries it); the loop, if it comes back, finds the call taken.
-            why = "the run was stopped" if silent_since is None else "its worker was lost"
-            charged = steps.charge_open_call(run, basis=f"estimate: {why} while the call was on the wire")
+            # event carries it); the loop, if it comes back, finds the call taken. Or the loop's
+            # own run failed before the answer to its call was written.
+            if charge_open:
+                basis = "estimate: the run failed before its answered call was recorded"
+            elif silent_since is None:
+                basis = "estimate: the run was stopped while the call was on the wire"
+            else:
+                basis = "estimate: its worker was lost while the call was on the wire"
+            charged = steps.charge_open_call(run, basis=basis)
             if charged is not None:  # the row we hold, as the charge moved it
                 run.steps, run.model_calls, run.cost = (
                     run.steps + 1,
