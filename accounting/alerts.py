@@ -21,11 +21,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection, transaction
+from django.db.models import OuterRef, Q, TextField
+from django.db.models.functions import Cast, JSONObject
 from django.utils import timezone
 
 from accounting import ledger, rollups
@@ -282,17 +285,66 @@ def standing(owner_id: int, now: datetime) -> tuple[ledger.BudgetSummary, list[i
 
 
 def crossed(
-    owner_id: int, summary: ledger.BudgetSummary, *, now: datetime | None = None
+    owner_id: int,
+    summary: ledger.BudgetSummary,
+    *,
+    now: datetime | None = None,
+    recent: list[dict[str, Any]] | None = None,
 ) -> list[BudgetAlert]:
     """The thresholds crossed in the current day and month, highest first (for the top bar and the
-    API)."""
+    API): from `recent` (the budget row's `recent_alerts`, read with it) when given."""
     now = now or timezone.now()
     current = levels(summary, now)
+    if recent is not None:
+        periods = {(lv.period, lv.start) for lv in current}
+        found = [_alert(owner_id, row) for row in recent]
+        found = [a for a in found if (a.period, a.period_start) in periods]
+        return sorted(found, key=lambda a: (-a.threshold, a.period))
     live = BudgetAlert.objects.filter(owner_id=owner_id, rearmed_at__isnull=True)
     rows = live.filter(period=current[0].period, period_start=current[0].start) | live.filter(
         period=current[1].period, period_start=current[1].start
     )
     return list(rows.order_by("-threshold", "period"))
+
+
+def recent_alerts() -> ArraySubquery:
+    """The owner's live alerts of the periods that can be current somewhere on Earth (a day since
+    yesterday in UTC, a month begun in the last 31 days), as JSON: an annotation of the budget row
+    (accounting.selectors.request_budget), so the top bar's alerts cost no query of their own.
+    A few rows at most, by the index of live alerts (budget_alert_once)."""
+    today = timezone.now().date()
+    rows = BudgetAlert.objects.filter(owner_id=OuterRef("owner_id"), rearmed_at__isnull=True).filter(
+        Q(period=BudgetAlert.Period.DAY, period_start__gte=today - timedelta(days=1))
+        | Q(period=BudgetAlert.Period.MONTH, period_start__gte=today - timedelta(days=31))
+    )
+    return ArraySubquery(
+        rows.order_by().values(
+            json=JSONObject(
+                id="id",
+                period="period",
+                period_start="period_start",
+                threshold="threshold",
+                ceiling=Cast("ceiling", TextField()),  # as written: a JSON number would be a float
+                level=Cast("level", TextField()),
+                created_at="created_at",
+                batch="batch",
+            )
+        )
+    )
+
+
+def _alert(owner_id: int, row: dict[str, Any]) -> BudgetAlert:
+    return BudgetAlert(
+        id=row["id"],
+        owner_id=owner_id,
+        period=row["period"],
+        period_start=date.fromisoformat(row["period_start"]),
+        threshold=row["threshold"],
+        ceiling=Decimal(row["ceiling"]),
+        level=Decimal(row["level"]),
+        created_at=datetime.fromisoformat(row["created_at"]),
+        batch=uuid.UUID(row["batch"]),
+    )
 
 
 def rearm(owner_id: int, *, now: datetime | None = None) -> int:

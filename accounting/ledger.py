@@ -100,13 +100,15 @@ class BudgetSummary:
         return replace(self, open_count=self.open_count + 1, open_total=self.open_total + amount)
 
 
-def budget_row(owner_id: int) -> OwnerBudget:
+def budget_row(owner_id: int, **annotations: Any) -> OwnerBudget:
     """The owner's budget row with its open reservations annotated (`open_count`, `open_total`),
-    in one query; created on the owner's first visit, when nothing is reserved yet."""
+    and any other `annotations`, in one query; created on the owner's first visit, when nothing is
+    reserved yet."""
     open_rows = Reservation.objects.filter(owner_id=OuterRef("owner_id"), released_at__isnull=True).order_by()
     rows = OwnerBudget.objects.filter(owner_id=owner_id).annotate(
         open_count=Subquery(open_rows.values("owner_id").annotate(n=Count("id")).values("n")),
         open_total=Subquery(open_rows.values("owner_id").annotate(t=Sum("amount")).values("t")),
+        **annotations,
     )
     budget = rows.first()
     if budget is None:

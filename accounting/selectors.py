@@ -35,10 +35,10 @@ from accounting.timezones import default_time_zone, is_time_zone, owner_zone
 
 def request_budget(request: HttpRequest) -> OwnerBudget:
     """The signed-in owner's budget row (ledger.budget_row), read once per request: a page's
-    time zone and its top bar's figures come from the same query."""
+    time zone and its top bar's figures and alerts come from the same query."""
     cached: OwnerBudget | None = getattr(request, "_owner_budget", None)
     if cached is None:
-        cached = ledger.budget_row(_signed_in(request))
+        cached = ledger.budget_row(_signed_in(request), recent_alerts=alerts.recent_alerts())
         request._owner_budget = cached  # type: ignore[attr-defined]
     return cached
 
@@ -58,7 +58,8 @@ def request_alerts(request: HttpRequest) -> list[BudgetAlert]:
     per request: the top bar and the budget page show the same."""
     cached: list[BudgetAlert] | None = getattr(request, "_budget_alerts", None)
     if cached is None:
-        cached = alerts.crossed(_signed_in(request), request_summary(request))
+        recent = request_budget(request).recent_alerts  # type: ignore[attr-defined]
+        cached = alerts.crossed(_signed_in(request), request_summary(request), recent=recent)
         request._budget_alerts = cached  # type: ignore[attr-defined]
     return cached
 

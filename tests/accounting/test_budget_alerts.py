@@ -4,7 +4,8 @@ notices outbox, re-armed when a ceiling is raised, shown in the top bar until th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import uuid
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -208,3 +209,50 @@ def test_charges_made_elsewhere_are_seen_within_the_recheck_interval(owner):
         alerts._seen[owner.pk].read_at -= alerts.RECHECK_SECONDS  # as if the interval has passed
         charge(owner.pk, "0.10")
         assert crossed(owner.pk) == {("day", 50)}
+
+
+@pytest.mark.parametrize("zone", ["Pacific/Kiritimati", "Pacific/Pago_Pago", "Europe/Riga", "UTC"])
+@pytest.mark.parametrize(
+    "now",
+    [
+        datetime(2026, 12, 1, 0, 30, tzinfo=UTC),  # a new month in UTC, not yet west of it
+        datetime(2026, 11, 30, 11, 0, tzinfo=UTC),  # already December east of +13
+        datetime(2026, 12, 31, 23, 59, tzinfo=UTC),
+        NOON,
+    ],
+    ids=str,
+)
+def test_the_alerts_read_with_the_budget_row_are_those_the_alert_table_holds(zone, now):
+    """The top bar's alerts come with the budget row (alerts.recent_alerts); they are exactly what
+    reading the alert table for the owner's current day and month finds, at any hour in any zone."""
+    owner = make_user(tz="UTC")
+    OwnerBudget.objects.filter(owner=owner).update(timezone=zone)
+    day = now.date()
+    starts = {"day": [day + timedelta(days=d) for d in (-2, -1, 0, 1)]}
+    starts["month"] = [date(2026, 10, 1), date(2026, 11, 1), date(2026, 12, 1), date(2027, 1, 1)]
+    for period, dates in starts.items():
+        for start in dates:
+            for threshold, rearmed in ((50, None), (80, now), (80, None)):
+                BudgetAlert.objects.create(
+                    owner=owner,
+                    period=period,
+                    period_start=start,
+                    threshold=threshold,
+                    ceiling=Decimal("25.000001"),
+                    level=Decimal("20.123456"),
+                    created_at=now - timedelta(minutes=threshold),
+                    batch=uuid.uuid4(),
+                    rearmed_at=rearmed,
+                )
+    with time_machine.travel(now, tick=False):
+        summary = ledger.summarize(owner.pk, now=now)
+        budget = ledger.budget_row(owner.pk, recent_alerts=alerts.recent_alerts())
+        read_alone = alerts.crossed(owner.pk, summary, now=now)
+        read_with_row = alerts.crossed(owner.pk, summary, now=now, recent=budget.recent_alerts)
+
+    fields = ["pk", "owner_id", "period", "period_start", "threshold", "ceiling", "level", "created_at"]
+    assert len(read_alone) == 4  # 50 and 80 % of the owner's current day and month
+    assert [[getattr(a, f) for f in fields] for a in read_with_row] == [
+        [getattr(a, f) for f in fields] for a in read_alone
+    ]
+    assert [a.batch for a in read_with_row] == [a.batch for a in read_alone]

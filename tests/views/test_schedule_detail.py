@@ -120,9 +120,9 @@ def test_the_detail_page_costs_a_fixed_number_of_queries(
         services.update_schedule(
             schedule, parse_update({"title": f"Briefing {number}"}), by=owner, via="test"
         )
-    # 12, the schedule's requests for new limits, the top bar's crossed thresholds, and this month's
-    # spend and recent runs' median for its forecast.
-    with django_assert_max_num_queries(16):
+    # 12, the schedule's requests for new limits, and this month's spend and recent runs' median for
+    # its forecast (the top bar's crossed thresholds come with the budget row).
+    with django_assert_max_num_queries(15):
         response = owner_client.get(f"/schedules/{schedule.pk}/")
     assert response.status_code == 200
     assert response.text.count("Deleted with its conversation") == 0
@@ -141,7 +141,7 @@ def test_a_paused_schedules_page_names_each_runs_exhausted_limit_without_reading
     assert response.text.count("budget exhausted (cost)") == 3  # the pause's reason and each run
     run_reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "runs_run"')]
     assert run_reads == []  # the occurrences brought their runs; the events' runs are those
-    assert len(queries.captured_queries) <= 13
+    assert len(queries.captured_queries) <= 12  # the top bar's alerts come with the budget row
 
 
 def test_a_completed_one_time_schedule_offers_no_actions(owner, owner_client, agent):
