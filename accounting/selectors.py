@@ -84,7 +84,13 @@ def owner_timezone(owner: int | OwnerBudget | HttpRequest) -> str:
             cursor.execute(_TIMEZONE_SQL, [owner])
             row = cursor.fetchone()
         zone = row[0] if row else None
-    return zone if is_time_zone(zone) else default_time_zone()
+    return zone_or_default(zone)
+
+
+def zone_or_default(zone: str | None) -> str:
+    """A stored time zone name, or DEFAULT_OWNER_TIME_ZONE when there is none or it is no longer
+    a zone (old data)."""
+    return zone if zone and is_time_zone(zone) else default_time_zone()
 
 
 _TIMEZONE_SQL = f'SELECT timezone FROM "{OwnerBudget._meta.db_table}" WHERE owner_id = %s'  # noqa: S608 - model metadata

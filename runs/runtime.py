@@ -61,7 +61,7 @@ from runs.providers.base import (
     ToolSpec,
     diagnostics,
 )
-from runs.steps import Opening, open_call, write_step
+from runs.steps import Opening, Step, open_call, send_step, step_statement, write_step
 from runs.tools import Tool, ToolContext, invoke, tools_for
 from runs.watch import CallWatch
 
@@ -317,10 +317,13 @@ class _Loop:
             opening = Opening(self.call_id, bound, synthesis=plan.synthesis or "")
             if not self.write_pending(opening):
                 raise _Stopped  # ended meanwhile: whoever ended it charged the previous call
-        elif not open_call(
-            self.run, self.attempt, self.call_id, bound, self.ancestors, synthesis=plan.synthesis or ""
-        ):
-            raise _Stopped
+        else:
+            zone = open_call(
+                self.run, self.attempt, self.call_id, bound, self.ancestors, synthesis=plan.synthesis or ""
+            )
+            if zone is None:
+                raise _Stopped
+            self.context.knows_owner_timezone(zone)
         if plan.synthesis and not self.run.synthesis_dimension:
             self.run.synthesis_dimension, self.run.synthesis_step = plan.synthesis, self.run.steps + 1
 
@@ -456,24 +459,30 @@ class _Loop:
         self.run.tool_calls += tool_calls
         return step
 
-    def write_pending(self, opening: Opening | None) -> bool:
-        """The pending step, with the tool results since, and the next call's `opening` if any."""
+    def write_pending(self, opening: Opening) -> bool:
+        """The pending step, with the tool results since, and the next call's `opening`."""
+        written = send_step(self.take_pending(opening))
+        self.answered = False  # written, or the run is not ours: its ender charged the call
+        return written
+
+    def take_pending(self, opening: Opening | None = None) -> Step:
+        """The pending step, with the tool results since, as its statement (runs.steps)."""
         pending, self.pending = self.pending, None
         assert pending is not None
         rows = [*pending.rows, *self.unwritten]
         self.unwritten = []
-        written = write_step(
+        return step_statement(
             self.run, self.attempt, self.ancestors, pending.call, pending.tool_calls, rows, opening=opening
         )
-        self.answered = False  # written, or the run is not ours: its ender charged the call
-        return written
 
-    def flush(self) -> None:
-        """In the run's end (callers hold its transaction): the pending step, if the run is still
-        ours, and the transcript entries not yet written; the last step and the end commit together."""
+    def flush(self) -> Step | None:
+        """In the run's end (callers hold its transaction): the pending step, as the statement the
+        end sends before its own, in one round trip (services.finish_run), so the last step and the
+        end commit together; otherwise the transcript entries not yet written, written."""
         if self.pending is not None:
-            self.write_pending(None)  # not ours any more: whoever ended it charged the call
+            return self.take_pending()
         self.write_transcript()
+        return None
 
     def all_instant(self, calls: tuple[ToolCall, ...]) -> bool:
         """Whether each of these calls answers at once: an instant tool, or one that is refused."""
@@ -612,18 +621,20 @@ def execute_run(
     finally:
         for own in own_clients:
             own.close()
-    flushed = loop is None
     try:
         with transaction.atomic():  # the last step, tool results and the run's end, together
-            if loop is not None:
-                loop.flush()
-                flushed = True
+            step = loop.flush() if loop is not None else None
+            # Not ours any more (outcome None): whoever ended it charged the pending step's call.
             finished = outcome is not None and services.finish_run(
-                run, outcome, attempt=attempt, charge_open=loop is not None and loop.answered
+                run,
+                outcome,
+                attempt=attempt,
+                step=step,
+                charge_open=loop is not None and loop.answered and step is None,
             )
     except Exception as exc:
-        if outcome is None or flushed:
-            raise  # not ours to end; or the end itself failed, and nothing of it was written
+        if outcome is None or loop is None or not loop.answered:
+            raise  # not ours to end; or every call is charged, and nothing of the end was written
         # The last step could not be written (the database refused it, or the connection was lost):
         # the run ends all the same, its answered call charged its bound.
         logger.exception("run %s: its last step could not be written", run.pk)

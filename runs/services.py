@@ -261,11 +261,13 @@ def finish_run(
     attempt: uuid.UUID | None = None,
     silent_since: datetime | None = None,
     charge_open: bool = False,
+    step: steps.Step | None = None,
 ) -> bool:
     """Write a run's terminal state, release its reservation and tell receivers, in one
     transaction. Compare-and-swap: True only for the call that finished it; a stale attempt
     (reaped, or cancelled meanwhile) changes nothing. `charge_open`: the loop ends its own run
-    with a call that was answered (billed) and is not recorded; it is charged its bound."""
+    with a call that was answered (billed) and is not recorded; it is charged its bound. `step`:
+    the loop's last step, sent with the end's statement in one round trip."""
     now = timezone.now()
     fields: dict[str, object] = {
         "status": outcome.status,
@@ -284,7 +286,7 @@ def finish_run(
     # No savepoint of its own: inside a caller's transaction (the loop's end, the tick) it is
     # that transaction, and a failure rolls all of it back anyway.
     with transaction.atomic(savepoint=False):
-        if not _end(run, fields, attempt=attempt, silent_since=silent_since, now=now):
+        if not _end(run, fields, attempt=attempt, silent_since=silent_since, now=now, step=step):
             return False
         if not own or charge_open:
             # Stopped, or reaped, while a call was on the wire: the provider may have generated up
@@ -322,11 +324,12 @@ def _end(
     attempt: uuid.UUID | None,
     silent_since: datetime | None,
     now: datetime,
+    step: steps.Step | None = None,
 ) -> bool:
     """Write `fields` if the run is still in flight (under `attempt`; for the reaper, only if still
     silent since `silent_since`, or never started), release its reservation (at `now`), and read the
-    row back onto `run`, in one statement (UPDATE ... RETURNING). False, and nothing changed, when it
-    is not."""
+    row back onto `run`, in one statement (UPDATE ... RETURNING), sent after `step` if given (the
+    loop's last step, runs.steps.write_step_then). False, and nothing changed, when it is not."""
     assignments = ", ".join(f'"{_COLUMNS[name].column}" = %s' for name in fields)
     params: list[Any] = [
         None if value is None else _COLUMNS[name].get_db_prep_save(value, connection)
@@ -341,20 +344,23 @@ def _end(
         where.append("(status = %s OR heartbeat_at < %s)")
         params += [Run.Status.QUEUED, silent_since]
     returning = ", ".join(f'"{field.column}"' for field in _ENDED)
-    with connection.cursor() as cursor:
-        # An attempt's end (the loop's own, or the reaper's) is a transaction of its own: its idle
-        # bound (HELD_ROW_SECONDS) is set by the statement itself, no round trip. Another caller's
-        # transaction (the tick's refusals, a cancel) keeps its own setting.
-        bound = f"{HELD_ROW_SECONDS}s" if attempt is not None else None
-        cursor.execute(
-            "WITH bounded AS (SELECT set_config('idle_in_transaction_session_timeout', "  # noqa: S608 - model metadata, our fields
-            "coalesce(%s, current_setting('idle_in_transaction_session_timeout')), true)), "
-            f'ended AS (UPDATE "{Run._meta.db_table}" SET {assignments} '
-            f"WHERE {' AND '.join(where)} AND EXISTS (SELECT FROM bounded) RETURNING {returning}), "
-            f"{ledger.release_cte('ended')} SELECT * FROM ended",
-            [bound, *params, now],
-        )
-        row = cursor.fetchone()
+    # An attempt's end (the loop's own, or the reaper's) is a transaction of its own: its idle
+    # bound (HELD_ROW_SECONDS) is set by the statement itself, no round trip. Another caller's
+    # transaction (the tick's refusals, a cancel) keeps its own setting.
+    bound = f"{HELD_ROW_SECONDS}s" if attempt is not None else None
+    sql = (
+        "WITH bounded AS (SELECT set_config('idle_in_transaction_session_timeout', "  # noqa: S608 - model metadata, our fields
+        "coalesce(%s, current_setting('idle_in_transaction_session_timeout')), true)), "
+        f'ended AS (UPDATE "{Run._meta.db_table}" SET {assignments} '
+        f"WHERE {' AND '.join(where)} AND EXISTS (SELECT FROM bounded) RETURNING {returning}), "
+        f"{ledger.release_cte('ended')} SELECT * FROM ended"
+    )
+    if step is not None:
+        row = steps.write_step_then(step, sql, [bound, *params, now])
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [bound, *params, now])
+            row = cursor.fetchone()
     if row is None:
         return False
     for field, value in zip(_ENDED, row, strict=True):

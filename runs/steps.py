@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import F
 
 from accounting import alerts, ledger
+from accounting.models import OwnerBudget
 from runs.models import Run, TranscriptEntry
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,15 @@ class Opening:
     synthesis: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """A step's one statement, ready to send (step_statement), and the call it charges."""
+
+    sql: str
+    params: list[Any]
+    call: ledger.Call
+
+
 def write_step(
     run: Run,
     attempt: Any,
@@ -82,11 +92,43 @@ def write_step(
     *,
     opening: Opening | None = None,
 ) -> bool:
-    """One step in one statement, if the run is still this attempt's: the ledger's
+    """One step in one statement (step_statement), if the run is still this attempt's. Its own
+    transaction (outside a caller's). Returns whether it was written: not when the run was ended
+    meanwhile, whose ender charged the call's bound."""
+    return send_step(step_statement(run, attempt, ancestors, call, tool_calls, rows, opening=opening))
+
+
+def send_step(step: Step) -> bool:
+    """write_step, for a step already made a statement (step_statement)."""
+    (on_time,), _ = _execute_with_generic_plan(step.sql, step.params)
+    if on_time:
+        judge_alerts(step.call)
+    return bool(on_time)
+
+
+def write_step_then(step: Step, sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """In a caller's transaction: `step`, then the statement `sql`, in one round trip (the run's
+    end: its last step and its end, runs.services.finish_run). Returns the row `sql` returns."""
+    assert connection.in_atomic_block, "the step and what follows it commit together"
+    (on_time,), row = _execute_with_generic_plan(step.sql, step.params, then=(sql, params))
+    if on_time:
+        judge_alerts(step.call)
+    return row
+
+
+def step_statement(
+    run: Run,
+    attempt: Any,
+    ancestors: list[int],
+    call: ledger.Call,
+    tool_calls: int,
+    rows: list[TranscriptEntry],
+    *,
+    opening: Opening | None = None,
+) -> Step:
+    """One step as one statement, writing only if the run is still this attempt's: the ledger's
     CTEs (accounting.ledger), the counters of the run and its ancestors, and the transcript rows;
-    the call is no longer open, or the `opening` one is. Its own transaction (outside a caller's).
-    Returns whether it was written: not when the run was ended meanwhile, whose ender charged the
-    call's bound."""
+    the call is no longer open, or the `opening` one is."""
     ledger_ctes, ledger_params = ledger.usage_ctes(call, when="EXISTS (SELECT 1 FROM ours)")
     runs = Run._meta.db_table
     sql = _STEP_SQL.format(
@@ -114,13 +156,12 @@ def write_step(
         [r.tool_name for r in rows],
         [r.is_error for r in rows],
     ]
-    (on_time,) = _execute_with_generic_plan(sql, params)
-    if on_time:
-        judge_alerts(call)
-    return bool(on_time)
+    return Step(sql, params, call)
 
 
-def _execute_with_generic_plan(sql: str, params: list[Any]) -> tuple[Any, ...]:
+def _execute_with_generic_plan(
+    sql: str, params: list[Any], *, then: tuple[str, list[Any]] | None = None
+) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
     """Run the step's statement with the plan PostgreSQL made once for it on this connection.
 
     The product's sessions plan each execution for its values (plan_cache_mode=force_custom_plan,
@@ -129,11 +170,12 @@ def _execute_with_generic_plan(sql: str, params: list[Any]) -> tuple[Any, ...]:
     them, on every step. So it alone runs on the prepared statement's generic plan, set for it and
     set back in the same round trip (psycopg's pipeline mode): its own transaction (BEGIN, SET
     LOCAL, the statement, COMMIT), or inside a caller's (the run's end, a test's), the setting
-    around it only."""
+    around it only, and the statement `then` after it, if any. Returns the statement's row and
+    `then`'s (None if it returned none)."""
     connection.ensure_connection()
     session = connection.connection
     own = not connection.in_atomic_block
-    with connection.wrap_database_errors, connection.cursor() as cursor:
+    with connection.wrap_database_errors, connection.cursor() as cursor, connection.cursor() as after:
         try:
             with session.pipeline():
                 if own:
@@ -141,7 +183,10 @@ def _execute_with_generic_plan(sql: str, params: list[Any]) -> tuple[Any, ...]:
                 session.execute("SET LOCAL plan_cache_mode = force_generic_plan")
                 cursor.execute(sql, params)
                 session.execute("COMMIT" if own else "SET LOCAL plan_cache_mode TO DEFAULT")
-            return tuple(cursor.fetchone())
+                if then is not None:
+                    after.execute(*then)
+            following = after.fetchone() if then is not None else None
+            return tuple(cursor.fetchone()), None if following is None else tuple(following)
         except Exception:
             if own:  # out of the failed transaction (and pipeline); a caller's rolls back its own
                 session.rollback()
@@ -151,6 +196,8 @@ def _execute_with_generic_plan(sql: str, params: list[Any]) -> tuple[Any, ...]:
 # Before each model request: the run is still this attempt's (else the loop stops), and the call
 # about to be sent is recorded as open, with the worst case it can cost; the first synthesis-only
 # request also records its dimension and step. One statement, the loop's only one before a call.
+# It also reads the owner's time zone, for a tool that tells the time (clock.now): a run's first
+# statement, so that tool costs no read of its own.
 # Its commit does not wait for the disk (synchronous_commit off for this transaction alone): it is
 # visible at once, and only a crash of the database server within a fraction of a second, together
 # with the loss of the worker, could lose the record of a call on the wire. The step that charges
@@ -161,19 +208,22 @@ UPDATE {Run._meta.db_table} SET open_call = %s::jsonb, partial_text = '',
     synthesis_dimension = CASE WHEN synthesis_dimension = '' THEN %s ELSE synthesis_dimension END,
     synthesis_step = CASE WHEN synthesis_dimension = '' AND %s <> '' THEN %s ELSE synthesis_step END
 WHERE id = %s AND status = 'running' AND attempt = %s::uuid AND EXISTS (SELECT FROM relaxed)
+RETURNING (SELECT timezone FROM {OwnerBudget._meta.db_table} WHERE owner_id = {Run._meta.db_table}.owner_id)
 """  # noqa: S608 - the table name from model metadata
 
 
 def open_call(
     run: Run, attempt: Any, call_id: str, bound: ledger.Call, ancestors: list[int], *, synthesis: str
-) -> bool:
+) -> str | None:
     """Record the call about to be sent (its `bound`: what it is charged should its worker be lost
-    while it is on the wire), if the run is still this attempt's; False when it is not (stopped,
-    reaped or deleted): nothing is sent then."""
+    while it is on the wire), if the run is still this attempt's, and return the owner's time zone
+    as stored ("" before they have a budget row); None when it is not (stopped, reaped or
+    deleted): nothing is sent then."""
     record = _record(call_id, bound, ancestors)
     with connection.cursor() as cursor:
         cursor.execute(_OPEN_SQL, [record, synthesis, synthesis, bound.step, run.pk, attempt])
-        return bool(cursor.rowcount == 1)
+        row = cursor.fetchone()
+    return None if row is None else row[0] or ""
 
 
 def _record(call_id: str, bound: ledger.Call, ancestors: list[int]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from accounting.selectors import owner_timezone
+from accounting.selectors import owner_timezone, zone_or_default
 from runs.limits import field_errors
 from runs.models import Agent, Run
 from runs.providers.base import ToolCall, ToolSpec
@@ -36,10 +36,14 @@ class ToolContext:
 
     @property
     def owner_timezone(self) -> str:
-        """The owner's time zone, read once per run."""
+        """The owner's time zone, read once per run (with the run's first call, runs.steps.open_call)."""
         if not self._owner_timezone:
             self._owner_timezone = owner_timezone(self.run.owner_id)
         return self._owner_timezone
+
+    def knows_owner_timezone(self, stored: str) -> None:
+        """The owner's time zone as their budget row stores it ("" without one), read already."""
+        self._owner_timezone = zone_or_default(stored)
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 
 from accounting import ledger
 from accounting.models import LedgerEntry
 from runs.models import Run, TranscriptEntry
 from runs.services import claim_run
-from runs.steps import write_step
+from runs.steps import step_statement, write_step, write_step_then
 from tests.factories import a_call, make_agent, start_interactive_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,3 +126,21 @@ def test_in_a_callers_transaction_the_step_runs_on_one_plan_and_leaves_the_sessi
             assert cursor.fetchone()[0] >= 2
         assert _other_session_sees(run) == (0, Decimal("0"), 0)  # nothing visible before the commit
     assert _other_session_sees(run) == (7, Decimal("0.031500"), 7)
+
+
+def test_a_step_sent_with_what_follows_it_commits_with_it_or_not_at_all(owner):
+    """As at a run's end: its last step and the end's statement, in one round trip and one
+    transaction; when the statement after the step fails, the step is not written either."""
+    run = _claimed(owner)
+    seq = TranscriptEntry.objects.filter(run=run).count()
+    step = step_statement(run, run.attempt, [], _call(run, 1), 0, [_answer(run, seq, 1)])
+    with pytest.raises(DataError, match="division by zero"), transaction.atomic():
+        write_step_then(step, "SELECT 1 / %s", [0])
+    assert not connection.connection.info.transaction_status
+    assert _other_session_sees(run) == (0, Decimal("0"), 0)
+
+    with transaction.atomic():
+        row = write_step_then(step, "SELECT steps FROM runs_run WHERE id = %s", [run.pk])
+        assert row == (1,)  # the statement after the step sees it
+        assert _other_session_sees(run) == (0, Decimal("0"), 0)
+    assert _other_session_sees(run) == (1, Decimal("0.004500"), 1)

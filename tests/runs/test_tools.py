@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from accounting.models import OwnerBudget
 from runs.models import TranscriptEntry
 from schedules.models import Schedule, ScheduleRevision
 from tests.factories import chat_creates_at_once, limits, make_schedule, make_user
@@ -82,10 +85,25 @@ def test_arguments_for_a_tool_without_arguments_are_refused(owner):
     assert seen == [("Error: invalid arguments for clock.now: zone is not a recognised field", True)]
 
 
-def test_clock_now_answers_in_the_owners_time_zone(owner):
+def test_clock_now_answers_in_the_owners_time_zone_read_with_the_first_call(owner):
+    with CaptureQueriesContext(connection) as queries:
+        _, seen, _ = _use(owner, OPENAI, ("clock_now", {}), ("clock_now", {}))
+
+    assert [result for result, _ in seen] == [seen[0][0]] * 2 and "(Europe/Riga, " in seen[0][0]
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("SELECT timezone FROM")]
+
+
+@pytest.mark.parametrize("stored", ["Not/A_Zone", "", None])
+def test_clock_now_answers_in_the_default_zone_when_the_owner_has_none(owner, settings, stored):
+    settings.DEFAULT_OWNER_TIME_ZONE = "Asia/Kathmandu"
+    budgets = OwnerBudget.objects.filter(owner=owner)
+    if stored is None:
+        budgets.delete()  # made again at the run's admission, in the default zone
+    else:
+        budgets.update(timezone=stored)
     _, seen, _ = _use(owner, OPENAI, ("clock_now", {}))
 
-    assert seen[0][1] is False and "(Europe/Riga, " in seen[0][0]
+    assert "(Asia/Kathmandu, " in seen[0][0]
 
 
 def test_several_tool_calls_in_one_response_all_get_results_in_order(owner):
