@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from accounting import ledger
@@ -612,6 +612,8 @@ def execute_run(
         outcome = None
     except RunFailure as failure:
         outcome = Outcome(status=Run.Status.FAILED, failure=failure)
+    except _DATABASE_GONE:
+        raise  # this worker can vouch for nothing more, as a lost one cannot: the reaper ends the run
     except Exception as exc:
         logger.exception("run %s failed with an internal error", run.pk)
         outcome = Outcome(
@@ -633,13 +635,14 @@ def execute_run(
                 charge_open=loop is not None and loop.answered and step is None,
             )
     except Exception as exc:
-        if outcome is None or loop is None or not loop.answered:
-            raise  # not ours to end; or every call is charged, and nothing of the end was written
-        # The last step could not be written (the database refused it, or the connection was lost):
-        # the run ends all the same, its answered call charged its bound.
+        if outcome is None or loop is None or not loop.answered or isinstance(exc, _DATABASE_GONE):
+            # Not ours to end; or every call is charged, and nothing of the end was written; or the
+            # database is gone (restarted, unreachable): this worker can vouch for nothing more, as
+            # a lost one cannot, and the reaper ends the run and charges its open call.
+            raise
+        # The database refused the last step: the run ends all the same, its answered call charged
+        # its bound.
         logger.exception("run %s: its last step could not be written", run.pk)
-        if not connection.in_atomic_block:
-            connection.close_if_unusable_or_obsolete()  # a lost connection is opened again
         error = InternalError(f"Internal error ({type(exc).__name__}); see the logs.")
         outcome = Outcome(status=Run.Status.FAILED, failure=error)
         finished = services.finish_run(run, outcome, attempt=attempt, charge_open=True)
@@ -647,6 +650,11 @@ def execute_run(
     if not finished:
         run.refresh_from_db()
     return run
+
+
+# The database itself failed (its connection lost, the server restarting or shutting down), as
+# opposed to refusing what was written: the run is left in flight, for the reaper to end.
+_DATABASE_GONE = (OperationalError, InterfaceError)
 
 
 def release_connection() -> None:

@@ -200,7 +200,7 @@ def test_every_connection_cut_at_once_mid_burst_loses_and_doubles_nothing_and_th
     settle()
     outcomes = assert_invariants(first, owners)
     assert sum(outcomes.values()) == 120
-    assert set(outcomes) <= {"completed", "failed worker_lost"}, outcomes
+    assert set(outcomes) <= {"completed", "failed worker_lost"}, (outcomes, hosts.logs())
     assert outcomes.get("completed", 0) >= 40, (outcomes, hosts.logs())
 
     due_now(later)  # the hosts tick again once the database is back

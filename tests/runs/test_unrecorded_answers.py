@@ -1,19 +1,23 @@
 """A call the provider answered was billed, whatever happens to its step afterwards. When the
 database refuses the step that records it (here a trigger, as a constraint or a full disk would),
 the run still ends, as an internal error, and the call is charged its bound: never recorded as
-free. A provider's error response is not billed, and leaves nothing charged."""
+free. When the connection is lost instead, the reaper ends the run and charges it. A provider's
+error response is not billed, and leaves nothing charged."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 
 import httpx
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
+from django.utils import timezone
 
 from accounting.models import LedgerEntry, Reservation
 from runs.models import Run
+from runs.services import fail_lost_runs
 from tests.runs.wire import FETCH, OPENAI, WIRES, Provider, execute, ledger_total, make_wire_agent, news_page
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_com_allowed")]
@@ -59,7 +63,6 @@ def _ended_with_its_call_charged(run: Run) -> LedgerEntry:
     return entry
 
 
-@pytest.mark.parametrize("refused_step", [REFUSE, DROP_CONNECTION], ids=["refused", "lost"], indirect=True)
 @pytest.mark.usefixtures("refused_step")
 def test_a_step_refused_before_its_tool_runs_is_charged_its_bound(owner):
     provider = Provider(OPENAI.tools(FETCH, usage=(900, 40)), OPENAI.answer(), web=news_page)
@@ -89,6 +92,26 @@ def test_a_step_refused_with_the_next_calls_opening_is_charged_and_the_next_call
 
     _ended_with_its_call_charged(run)
     assert len(provider.requests) == 1
+
+
+@pytest.mark.parametrize("refused_step", [DROP_CONNECTION], ids=["lost"], indirect=True)
+@pytest.mark.usefixtures("refused_step")
+def test_a_connection_lost_while_the_step_is_written_leaves_the_run_to_the_reaper_which_charges_it(owner):
+    """The database went away (restarted) under the worker: it can vouch for nothing more, as a
+    lost worker cannot. The run stays in flight with its answered call open; the reaper fails it
+    and charges that call's bound, once."""
+    provider = Provider(OPENAI.tools(FETCH, usage=(900, 40)), OPENAI.answer(), web=news_page)
+    with pytest.raises(OperationalError):
+        execute(owner, make_wire_agent(OPENAI, tools=["http.fetch"]), provider)
+    connection.close()  # the broken one; the next query opens another, as the worker's next task would
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.RUNNING and run.open_call and run.cost == 0
+    assert fail_lost_runs(now=timezone.now() + timedelta(hours=1)) == [run.pk]
+    run.refresh_from_db()
+    (entry,) = LedgerEntry.objects.filter(run_id=run.pk)
+    assert (run.status, run.failure_reason) == ("failed", "worker_lost") and run.open_call is None
+    assert entry.estimated and run.cost == entry.cost > Decimal("0.003300")
 
 
 def test_a_providers_error_leaves_nothing_charged(owner):
