@@ -107,8 +107,9 @@ def send_step(step: Step) -> bool:
 
 
 def write_step_then(step: Step, sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    """In a caller's transaction: `step`, then the statement `sql`, in one round trip (the run's
-    end: its last step and its end, runs.services.finish_run). Returns the row `sql` returns."""
+    """In a caller's transaction: `step`, then the statement `sql`, in one round trip and on the
+    step's plan setting (the run's end: its last step and its end, runs.services.finish_run; an
+    update by primary key, which no generic plan makes worse). Returns the row `sql` returns."""
     assert connection.in_atomic_block, "the step and what follows it commit together"
     (on_time,), row = _execute_with_generic_plan(step.sql, step.params, then=(sql, params))
     if on_time:
@@ -170,7 +171,7 @@ def _execute_with_generic_plan(
     them, on every step. So it alone runs on the prepared statement's generic plan, set for it and
     set back in the same round trip (psycopg's pipeline mode): its own transaction (BEGIN, SET
     LOCAL, the statement, COMMIT), or inside a caller's (the run's end, a test's), the setting
-    around it only, and the statement `then` after it, if any. Returns the statement's row and
+    around it and the statement `then` after it, if any. Returns the statement's row and
     `then`'s (None if it returned none)."""
     connection.ensure_connection()
     session = connection.connection
@@ -182,9 +183,9 @@ def _execute_with_generic_plan(
                     session.execute("BEGIN")
                 session.execute("SET LOCAL plan_cache_mode = force_generic_plan")
                 cursor.execute(sql, params)
-                session.execute("COMMIT" if own else "SET LOCAL plan_cache_mode TO DEFAULT")
-                if then is not None:
+                if then is not None:  # a statement of the same kind: a pk's row, no partial index
                     after.execute(*then)
+                session.execute("COMMIT" if own else "SET LOCAL plan_cache_mode TO DEFAULT")
             following = after.fetchone() if then is not None else None
             return tuple(cursor.fetchone()), None if following is None else tuple(following)
         except Exception:

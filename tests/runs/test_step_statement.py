@@ -140,7 +140,15 @@ def test_a_step_sent_with_what_follows_it_commits_with_it_or_not_at_all(owner):
     assert _other_session_sees(run) == (0, Decimal("0"), 0)
 
     with transaction.atomic():
+        before = _plan_cache_mode()
         row = write_step_then(step, "SELECT steps FROM runs_run WHERE id = %s", [run.pk])
         assert row == (1,)  # the statement after the step sees it
+        assert _plan_cache_mode() == before  # the rest of the transaction as before
         assert _other_session_sees(run) == (0, Decimal("0"), 0)
     assert _other_session_sees(run) == (1, Decimal("0.004500"), 1)
+
+
+def _plan_cache_mode() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        return str(cursor.fetchone()[0])
