@@ -61,7 +61,7 @@ from runs.providers.base import (
     ToolSpec,
     diagnostics,
 )
-from runs.steps import Opening, Step, open_call, send_step, step_statement, write_step
+from runs.steps import Opening, Step, open_call, step_statement, write_step
 from runs.tools import Tool, ToolContext, invoke, tools_for
 from runs.watch import CallWatch
 
@@ -408,7 +408,7 @@ class _Loop:
     def write_charge(self, call: ledger.Call) -> None:
         """A charged call that adds nothing to the transcript: its ledger entry and the counters
         (with any tool results not yet written), in the step's one statement."""
-        if not write_step(self.run, self.attempt, self.ancestors, call, 0, self.unwritten):
+        if not write_step(step_statement(self.run, self.attempt, self.ancestors, call, 0, self.unwritten)):
             raise _Stopped  # ended meanwhile: whoever ended it charged the call
         self.unwritten, self.answered = [], False
         self.run.steps, self.run.model_calls = self.run.steps + 1, self.run.model_calls + 1
@@ -446,7 +446,7 @@ class _Loop:
         self.unwritten = []
         if defer:
             self.pending = _Step(call, tool_calls, rows)
-        elif write_step(self.run, self.attempt, self.ancestors, call, tool_calls, rows):
+        elif write_step(step_statement(self.run, self.attempt, self.ancestors, call, tool_calls, rows)):
             self.answered = False
         else:
             raise _Stopped  # ended meanwhile: whoever ended it charged the call
@@ -461,7 +461,7 @@ class _Loop:
 
     def write_pending(self, opening: Opening) -> bool:
         """The pending step, with the tool results since, and the next call's `opening`."""
-        written = send_step(self.take_pending(opening))
+        written = write_step(self.take_pending(opening))
         self.answered = False  # written, or the run is not ours: its ender charged the call
         return written
 

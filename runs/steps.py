@@ -82,24 +82,10 @@ class Step:
     call: ledger.Call
 
 
-def write_step(
-    run: Run,
-    attempt: Any,
-    ancestors: list[int],
-    call: ledger.Call,
-    tool_calls: int,
-    rows: list[TranscriptEntry],
-    *,
-    opening: Opening | None = None,
-) -> bool:
-    """One step in one statement (step_statement), if the run is still this attempt's. Its own
-    transaction (outside a caller's). Returns whether it was written: not when the run was ended
-    meanwhile, whose ender charged the call's bound."""
-    return send_step(step_statement(run, attempt, ancestors, call, tool_calls, rows, opening=opening))
-
-
-def send_step(step: Step) -> bool:
-    """write_step, for a step already made a statement (step_statement)."""
+def write_step(step: Step) -> bool:
+    """One step (step_statement), if the run is still this attempt's: its own transaction (outside
+    a caller's). Returns whether it was written: not when the run was ended meanwhile, whose ender
+    charged the call's bound."""
     (on_time,), _ = _execute_with_generic_plan(step.sql, step.params)
     if on_time:
         judge_alerts(step.call)

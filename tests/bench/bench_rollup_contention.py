@@ -126,7 +126,7 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
 
     from accounting import ledger
     from runs.models import TranscriptEntry
-    from runs.steps import write_step
+    from runs.steps import step_statement, write_step
 
     real_ctes = ledger.usage_ctes
 
@@ -163,7 +163,7 @@ def drive(loops: list[Any], seconds: int, *, pace: float, rollups: bool) -> tupl
                     run=loop.run, seq=loop.seq, step=1, role="assistant", content="x", tool_calls=[]
                 )
                 began = time.perf_counter()
-                assert write_step(loop.run, loop.attempt, loop.ancestors, usage, 0, [row])
+                assert write_step(step_statement(loop.run, loop.attempt, loop.ancestors, usage, 0, [row]))
                 mine.append((time.perf_counter() - began) * 1000)
                 if pace:
                     time.sleep(max(0.0, pace - (time.perf_counter() - began)))

@@ -31,6 +31,10 @@ def _call(run: Run, step: int) -> ledger.Call:
     return a_call(run.owner_id, "0.004500", run_id=run.pk, step=step)
 
 
+def _write(run: Run, call: ledger.Call, rows: list[TranscriptEntry]) -> bool:
+    return write_step(step_statement(run, run.attempt, [], call, 0, rows))
+
+
 def _answer(run: Run, seq: int, step: int) -> TranscriptEntry:
     return TranscriptEntry(run=run, seq=seq, step=step, role="assistant", content=f"Step {step}.")
 
@@ -68,7 +72,7 @@ def test_each_step_is_committed_with_its_entry_and_runs_on_one_plan_after_five(o
     run = _claimed(owner)
     seq = TranscriptEntry.objects.filter(run=run).count()
     for step in range(1, 9):
-        assert write_step(run, run.attempt, [], _call(run, step), 0, [_answer(run, seq, step)])
+        assert _write(run, _call(run, step), [_answer(run, seq, step)])
         seq += 1
         assert not connection.connection.info.transaction_status  # idle: committed, nothing left open
 
@@ -87,15 +91,15 @@ def test_each_step_is_committed_with_its_entry_and_runs_on_one_plan_after_five(o
 def test_a_step_that_fails_writes_nothing_and_leaves_the_connection_usable(owner):
     run = _claimed(owner)
     seq = TranscriptEntry.objects.filter(run=run).count()
-    assert write_step(run, run.attempt, [], _call(run, 1), 0, [_answer(run, seq, 1)])
+    assert _write(run, _call(run, 1), [_answer(run, seq, 1)])
     taken = _answer(run, seq, 2)  # a sequence number already written: the transcript refuses it
 
     with pytest.raises(IntegrityError, match="transcript_run_seq_unique"):
-        write_step(run, run.attempt, [], _call(run, 2), 0, [taken])
+        _write(run, _call(run, 2), [taken])
 
     assert not connection.connection.info.transaction_status  # not left in a failed transaction
     assert _other_session_sees(run) == (1, Decimal("0.004500"), 1)  # the ledger and counters: one step
-    assert write_step(run, run.attempt, [], _call(run, 2), 0, [_answer(run, seq + 1, 2)])
+    assert _write(run, _call(run, 2), [_answer(run, seq + 1, 2)])
     assert _other_session_sees(run) == (2, Decimal("0.009000"), 2)
     assert LedgerEntry.objects.filter(run_id=run.pk).count() == 2
 
@@ -105,7 +109,7 @@ def test_a_step_for_a_run_ended_meanwhile_is_not_written(owner):
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
     seq = TranscriptEntry.objects.filter(run=run).count()
 
-    assert not write_step(run, run.attempt, [], _call(run, 1), 0, [_answer(run, seq, 1)])
+    assert not _write(run, _call(run, 1), [_answer(run, seq, 1)])
     assert _other_session_sees(run) == (0, Decimal("0"), 0)
 
 
@@ -116,7 +120,7 @@ def test_in_a_callers_transaction_the_step_runs_on_one_plan_and_leaves_the_sessi
     seq = TranscriptEntry.objects.filter(run=run).count()
     with transaction.atomic():
         for step in range(1, 8):
-            assert write_step(run, run.attempt, [], _call(run, step), 0, [_answer(run, seq + step, step)])
+            assert _write(run, _call(run, step), [_answer(run, seq + step, step)])
         with connection.cursor() as cursor:
             cursor.execute("SHOW plan_cache_mode")
             assert cursor.fetchone() == ("force_custom_plan",)  # the rest of the transaction as before
