@@ -21,13 +21,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection, transaction
-from django.db.models import OuterRef, Q, TextField
+from django.db.models import OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast, JSONObject
 from django.utils import timezone
 
@@ -292,45 +292,44 @@ def crossed(
     recent: list[dict[str, Any]] | None = None,
 ) -> list[BudgetAlert]:
     """The thresholds crossed in the current day and month, highest first (for the top bar and the
-    API): from `recent` (the budget row's `recent_alerts`, read with it) when given."""
+    API): among `recent` (the budget row's `recent_alerts`, read with it) when given, else read."""
     now = now or timezone.now()
-    current = levels(summary, now)
-    if recent is not None:
-        periods = {(lv.period, lv.start) for lv in current}
-        found = [_alert(owner_id, row) for row in recent]
-        found = [a for a in found if (a.period, a.period_start) in periods]
-        return sorted(found, key=lambda a: (-a.threshold, a.period))
-    live = BudgetAlert.objects.filter(owner_id=owner_id, rearmed_at__isnull=True)
-    rows = live.filter(period=current[0].period, period_start=current[0].start) | live.filter(
-        period=current[1].period, period_start=current[1].start
+    if recent is None:
+        recent = list(_recent(owner_id, now))
+    periods = {(lv.period, lv.start) for lv in levels(summary, now)}
+    found = [_alert(owner_id, row) for row in recent]
+    return sorted(
+        (a for a in found if (a.period, a.period_start) in periods), key=lambda a: (-a.threshold, a.period)
     )
-    return list(rows.order_by("-threshold", "period"))
 
 
 def recent_alerts() -> ArraySubquery:
-    """The owner's live alerts of the periods that can be current somewhere on Earth (a day since
-    yesterday in UTC, a month begun in the last 31 days), as JSON: an annotation of the budget row
-    (accounting.selectors.request_budget), so the top bar's alerts cost no query of their own.
-    A few rows at most, by the index of live alerts (budget_alert_once)."""
-    today = timezone.now().date()
-    rows = BudgetAlert.objects.filter(owner_id=OuterRef("owner_id"), rearmed_at__isnull=True).filter(
+    """The owner's live alerts of the periods that can be current somewhere on Earth, as JSON
+    (_recent): an annotation of the budget row (accounting.selectors.request_budget), so the top
+    bar's alerts cost no query of their own."""
+    return ArraySubquery(_recent(OuterRef("owner_id"), timezone.now()))
+
+
+def _recent(owner: int | OuterRef, now: datetime) -> QuerySet[BudgetAlert, Any]:
+    """The owner's live alerts of a day since yesterday in UTC or a month begun in the last 31
+    days (every zone's current day and month are among them), each as a JSON object. A few rows
+    at most, by the index of live alerts (budget_alert_once)."""
+    today = now.astimezone(UTC).date()
+    rows = BudgetAlert.objects.filter(owner_id=owner, rearmed_at__isnull=True).filter(
         Q(period=BudgetAlert.Period.DAY, period_start__gte=today - timedelta(days=1))
         | Q(period=BudgetAlert.Period.MONTH, period_start__gte=today - timedelta(days=31))
     )
-    return ArraySubquery(
-        rows.order_by().values(
-            json=JSONObject(
-                id="id",
-                period="period",
-                period_start="period_start",
-                threshold="threshold",
-                ceiling=Cast("ceiling", TextField()),  # as written: a JSON number would be a float
-                level=Cast("level", TextField()),
-                created_at="created_at",
-                batch="batch",
-            )
-        )
+    as_json = JSONObject(
+        id="id",
+        period="period",
+        period_start="period_start",
+        threshold="threshold",
+        ceiling=Cast("ceiling", TextField()),  # as written: a JSON number would be a float
+        level=Cast("level", TextField()),
+        created_at="created_at",
+        batch="batch",
     )
+    return rows.order_by().annotate(json=as_json).values_list("json", flat=True)
 
 
 def _alert(owner_id: int, row: dict[str, Any]) -> BudgetAlert:

@@ -89,7 +89,8 @@ def test_clock_now_answers_in_the_owners_time_zone_read_with_the_first_call(owne
     with CaptureQueriesContext(connection) as queries:
         _, seen, _ = _use(owner, OPENAI, ("clock_now", {}), ("clock_now", {}))
 
-    assert [result for result, _ in seen] == [seen[0][0]] * 2 and "(Europe/Riga, " in seen[0][0]
+    assert seen[0][1] is False and "(Europe/Riga, " in seen[0][0]
+    assert [result for result, _ in seen] == [seen[0][0]] * 2
     assert not [q for q in queries.captured_queries if q["sql"].startswith("SELECT timezone FROM")]
 
 
