@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import logging
+import os
+import uuid
 from typing import Any
 
 import pytest
@@ -8,12 +11,18 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from runs.models import Agent
-from tests import factories, ordering
+from tests import factories, ordering, template_database
 
 # Race tests hold up to fifty connections at once in one process, behind a barrier
 # (tests/concurrency.py): the pool must have room for all of them, or they wait on each other for
 # ever. A process of the product holds a few (DATABASE_POOL_SIZE); the spawned clusters keep that.
 settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"] = 60
+
+# Thousands of requests here are refused on purpose (the crawler, staff holding one permission,
+# hostile values): Django logs each 4xx with its traceback, and formatting those was a tenth of the
+# suite's time. A 5xx is still logged (django.request at ERROR); tests assert on answers, not logs.
+logging.getLogger("django.request").setLevel(logging.ERROR)
+logging.getLogger("django.security").setLevel(logging.CRITICAL)
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +91,19 @@ def owner_client(owner: User) -> Client:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings: None, django_db_blocker: Any, request: pytest.FixtureRequest
+) -> None:
+    """Each worker's test database is a copy of one migrated once for the run (tests/template_database.py),
+    unless the databases are kept between runs (--reuse-db) or made without migrations."""
+    option = request.config.getvalue
+    if (option("reuse_db") and not option("create_db")) or option("nomigrations"):
+        return
+    with django_db_blocker.unblock():
+        template_database.use_template()
+
+
+@pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Any:
     """pytest-django's test database, and at the end no session left on it before it is dropped: a
     thread's pooled connection, or a process a test spawned that outlived it, would otherwise keep
@@ -99,11 +121,13 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Any:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     # The controller (or a run without workers) stops the real model server its workers shared
-    # (tests/real_model/conftest.py); it would stop by itself within a second anyway.
+    # (tests/real_model/conftest.py; it would stop by itself within a second anyway), and drops the
+    # template their test databases were copied from.
     if not hasattr(session.config, "workerinput"):
         from tests.real_model.conftest import stop_server
 
         stop_server()
+        template_database.drop_template()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -115,8 +139,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        return
+    if config.getoption("store_durations"):
         config.pluginmanager.register(ordering.DurationStore(), "store-durations")
+    # The controller knows the test run's id as its workers do (pytest-xdist gives it only to them),
+    # so that it finds, at the end, the model server and the template they shared.
+    if hasattr(config.option, "testrunuid"):
+        config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
+        os.environ["PYTEST_XDIST_TESTRUNUID"] = config.option.testrunuid
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-django's grouping of the database tests

@@ -56,7 +56,8 @@ def webhook_server() -> Iterator[WebhookServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     server_state.url = f"http://127.0.0.1:{httpd.server_address[1]}/hooks/paused"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # Polling for shutdown every 50 ms, not the default 500: each test's teardown waits for one poll.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server_state
     httpd.shutdown()

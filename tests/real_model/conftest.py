@@ -61,8 +61,12 @@ def _free_port() -> int:
 def _start(state: Path) -> int:
     port = _free_port()
     log = (state / "server.log").open("ab")
+    # One thread: the suite keeps both cores busy, and llama.cpp's threads wait for each other at
+    # every token, so a second one that is not scheduled stalls the first (measured with two busy
+    # cores beside it: these tests took 52.7 s with two threads, 23.0 s with one).
+    command = [sys.executable, "-m", "config.local_model", "--port", str(port), "--threads", "1"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "config.local_model", "--port", str(port), "--parent", str(controller_pid())],
+        [*command, "--parent", str(controller_pid())],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
