@@ -25,10 +25,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection, transaction
-from django.db.models import OuterRef, Q, QuerySet, TextField
-from django.db.models.functions import Cast, JSONObject
 from django.utils import timezone
 
 from accounting import ledger, rollups
@@ -295,7 +292,7 @@ def crossed(
     API): among `recent` (the budget row's `recent_alerts`, read with it) when given, else read."""
     now = now or timezone.now()
     if recent is None:
-        recent = list(_recent(owner_id, now))
+        recent = _recent(owner_id, now)
     periods = {(lv.period, lv.start) for lv in levels(summary, now)}
     found = [_alert(owner_id, row) for row in recent]
     return sorted(
@@ -303,33 +300,42 @@ def crossed(
     )
 
 
-def recent_alerts() -> ArraySubquery:
-    """The owner's live alerts of the periods that can be current somewhere on Earth, as JSON
-    (_recent): an annotation of the budget row (accounting.selectors.request_budget), so the top
-    bar's alerts cost no query of their own."""
-    return ArraySubquery(_recent(OuterRef("owner_id"), timezone.now()))
+def recent_alerts(now: datetime | None = None) -> tuple[str, list[Any]]:
+    """The owner's live alerts of the periods that can be current somewhere on Earth (_RECENT_SQL),
+    as a column of the budget row (ledger.budget_row; accounting.selectors.request_budget), so the
+    top bar's alerts cost no query of their own. Read it with `recent_of`."""
+    return _recent_sql("b.owner_id", now or timezone.now())
 
 
-def _recent(owner: int | OuterRef, now: datetime) -> QuerySet[BudgetAlert, Any]:
+def recent_of(column: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `recent_alerts` column as read: JSON text from a plain statement."""
+    return json.loads(column) if isinstance(column, str) else column
+
+
+def _recent(owner_id: int, now: datetime) -> list[dict[str, Any]]:
+    sql, params = _recent_sql("%s", now)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [owner_id, *params])
+        return recent_of(cursor.fetchone()[0])
+
+
+def _recent_sql(owner: str, now: datetime) -> tuple[str, list[Any]]:
     """The owner's live alerts of a day since yesterday in UTC or a month begun in the last 31
-    days (every zone's current day and month are among them), each as a JSON object. A few rows
-    at most, by the index of live alerts (budget_alert_once)."""
+    days (every zone's current day and month are among them), as one JSON array of objects. A few
+    rows at most, by the index of live alerts (budget_alert_once). Amounts travel as text: a JSON
+    number would be a float."""
     today = now.astimezone(UTC).date()
-    rows = BudgetAlert.objects.filter(owner_id=owner, rearmed_at__isnull=True).filter(
-        Q(period=BudgetAlert.Period.DAY, period_start__gte=today - timedelta(days=1))
-        | Q(period=BudgetAlert.Period.MONTH, period_start__gte=today - timedelta(days=31))
-    )
-    as_json = JSONObject(
-        id="id",
-        period="period",
-        period_start="period_start",
-        threshold="threshold",
-        ceiling=Cast("ceiling", TextField()),  # as written: a JSON number would be a float
-        level=Cast("level", TextField()),
-        created_at="created_at",
-        batch="batch",
-    )
-    return rows.order_by().annotate(json=as_json).values_list("json", flat=True)
+    sql = _RECENT_SQL.format(table=BudgetAlert._meta.db_table, owner=owner)
+    day, month = today - timedelta(days=1), today - timedelta(days=31)
+    return sql, [BudgetAlert.Period.DAY, day, BudgetAlert.Period.MONTH, month]
+
+
+_RECENT_SQL = """SELECT coalesce(jsonb_agg(jsonb_build_object(
+    'id', id, 'period', period, 'period_start', period_start, 'threshold', threshold,
+    'ceiling', ceiling::text, 'level', level::text, 'created_at', created_at, 'batch', batch
+)), '[]')::text
+FROM "{table}" WHERE owner_id = {owner} AND rearmed_at IS NULL
+AND ((period = %s AND period_start >= %s) OR (period = %s AND period_start >= %s))"""
 
 
 def _alert(owner_id: int, row: dict[str, Any]) -> BudgetAlert:

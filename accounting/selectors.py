@@ -58,7 +58,7 @@ def request_alerts(request: HttpRequest) -> list[BudgetAlert]:
     per request: the top bar and the budget page show the same."""
     cached: list[BudgetAlert] | None = getattr(request, "_budget_alerts", None)
     if cached is None:
-        recent = request_budget(request).recent_alerts  # type: ignore[attr-defined]
+        recent = alerts.recent_of(request_budget(request).recent_alerts)  # type: ignore[attr-defined]
         cached = alerts.crossed(_signed_in(request), request_summary(request), recent=recent)
         request._budget_alerts = cached  # type: ignore[attr-defined]
     return cached

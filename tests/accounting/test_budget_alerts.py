@@ -254,7 +254,8 @@ def test_the_alerts_read_with_the_budget_row_are_those_the_alert_table_holds(zon
         summary = ledger.summarize(owner.pk, now=now)
         budget = ledger.budget_row(owner.pk, recent_alerts=alerts.recent_alerts())
         read_alone = alerts.crossed(owner.pk, summary, now=now)
-        read_with_row = alerts.crossed(owner.pk, summary, now=now, recent=budget.recent_alerts)
+        recent = alerts.recent_of(budget.recent_alerts)
+        read_with_row = alerts.crossed(owner.pk, summary, now=now, recent=recent)
 
     fields = ["pk", "owner_id", "period", "period_start", "threshold", "ceiling", "level", "created_at"]
     fields.append("batch")
