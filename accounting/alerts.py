@@ -307,9 +307,10 @@ def recent_alerts(now: datetime | None = None) -> tuple[str, list[Any]]:
     return _recent_sql("b.owner_id", now or timezone.now())
 
 
-def recent_of(column: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The `recent_alerts` column as read: JSON text from a plain statement."""
-    return json.loads(column) if isinstance(column, str) else column
+def recent_of(column: str) -> list[dict[str, Any]]:
+    """The `recent_alerts` column as read: a JSON array, as text."""
+    result: list[dict[str, Any]] = json.loads(column)
+    return result
 
 
 def _recent(owner_id: int, now: datetime) -> list[dict[str, Any]]:
