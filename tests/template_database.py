@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import tempfile
 from pathlib import Path
 
 import psycopg
@@ -24,11 +22,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
+from tests.run_state import run_dir
+
 
 def state_dir() -> Path:
-    """This test run's directory, shared by its workers (as tests/real_model/conftest.py's)."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
-    return Path(tempfile.gettempdir()) / f"agent-schedules-template-{run}"
+    return run_dir("template")
 
 
 def template_name() -> str:
@@ -72,7 +70,8 @@ def drop_template() -> None:
     """The controller, at the end: drop the template if this run built one. (The controller's
     Django may not connect: pytest-django blocks it outside tests; psycopg is asked directly.)"""
     state = state_dir()
-    with contextlib.suppress(OSError):
+    # Unreadable, or the server gone: the next run's build drops a template left behind.
+    with contextlib.suppress(OSError, psycopg.Error):
         name = (state / "built").read_text()
         db = settings.DATABASES["default"]
         server = {"host": db["HOST"], "port": db["PORT"], "user": db["USER"], "password": db["PASSWORD"]}

@@ -15,7 +15,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from config import local_model
 from runs.models import Agent
 from tests.factories import make_agent
+from tests.run_state import run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_SECONDS = 120  # loading takes ~2 s; a machine busy with the rest of the suite may take longer
@@ -36,8 +36,7 @@ PRICES = {"input": "0.10", "output": "0.40"}
 
 def state_dir() -> Path:
     """Where this test run's server is described: one directory per run, shared by its workers."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
-    return Path(tempfile.gettempdir()) / f"agent-schedules-model-{run}"
+    return run_dir("model")
 
 
 def controller_pid() -> int:
