@@ -419,8 +419,7 @@ def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
     """`record_usage` as data-modifying CTEs (`ledger_entry`, `ledger_rollup`, `usage_rollup`),
     for a caller that writes them in one statement with its own rows (the run loop's step: one
     round trip, no explicit transaction), only if the SQL condition `when` holds (the caller's
-    own CTEs decide it). The tokens travel as one array, keeping the step's statement under
-    psycopg's 50 parameters for caching its parsing."""
+    own CTEs decide it)."""
     entry = LedgerEntry._meta.db_table
     columns = (
         "created_at, owner_id, run_id, schedule_id, step, provider, model, input_tokens, output_tokens, "
@@ -431,11 +430,11 @@ def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
         rollups.buckets(call.owner_id, call.schedule_id, call.at, call.cost), when=when
     )
     ctes = [
-        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '  # noqa: S608 - model metadata, our `when`
+        f'ledger_entry AS (INSERT INTO "{entry}" ({columns}) '
         "SELECT %s::timestamptz, %s::integer, %s::bigint, %s::bigint, %s::integer, %s::text, %s::text, "
-        "t[1], t[2], t[3], t[4], t[5], t[6], %s::numeric, %s::numeric, %s::numeric, %s::jsonb, %s::jsonb, "
-        "%s::boolean "
-        f"FROM (SELECT %s::integer[] AS t) AS tokens WHERE {when} RETURNING *)",
+        "%s::integer, %s::integer, %s::integer, %s::integer, %s::integer, %s::integer, "
+        "%s::numeric, %s::numeric, %s::numeric, %s::jsonb, %s::jsonb, %s::boolean "
+        f"WHERE {when} RETURNING *)",
         f"ledger_rollup AS ({rollup} RETURNING 1)",
         f"usage_rollup AS ({_USAGE_ROLLUP_SQL.format(table=UsageRollup._meta.db_table)} RETURNING 1)",
     ]
@@ -447,13 +446,13 @@ def usage_ctes(call: Call, *, when: str) -> tuple[list[str], list[Any]]:
         call.step,
         call.provider,
         call.model,
+        *call.tokens,
         call.cost,
         call.computed_cost,
         call.reported_cost,
         json.dumps({kind: format_money(amount) for kind, amount in call.charged_by_kind.items()}),
         json.dumps(call.prices),
         call.estimated,
-        call.tokens,
     ]
     return ctes, [*values, *params]
 
@@ -464,14 +463,27 @@ def rollup_sql(rows: list[rollups.Bucket], *, when: str = "") -> tuple[str, list
     Rows are locked in the order given (rollups.buckets sorts)."""
     table = SpendRollup._meta.db_table
     if when:
-        # Arrays, five parameters whatever the number of rows: the run loop's step statement stays
-        # under psycopg's limit for caching a statement's parsing (50 parameters).
-        columns = ("owner_id", "key", "grain", "start", "cost")
+        # One JSON parameter whatever the number of rows: the run loop's step statement stays under
+        # psycopg's limit for caching a statement's parsing (50 parameters), and one string costs
+        # far less to send than a typed array per column (psycopg adapts arrays in Python).
         source = (
-            "SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::text[], %s::timestamptz[], "  # noqa: S608
-            f"%s::numeric[]) WHERE {when}"
+            "SELECT * FROM json_to_recordset(%s::json) AS r(owner_id integer, key bigint, grain text, "  # noqa: S608
+            f"start timestamptz, cost numeric) WHERE {when}"
         )
-        params: list[Any] = [[getattr(r, column) for r in rows] for column in columns]
+        params: list[Any] = [
+            json.dumps(
+                [
+                    {
+                        "owner_id": r.owner_id,
+                        "key": r.key,
+                        "grain": r.grain,
+                        "start": r.start.isoformat(),
+                        "cost": str(r.cost),
+                    }
+                    for r in rows
+                ]
+            )
+        ]
     else:
         source = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
         params = [value for r in rows for value in (r.owner_id, r.key, r.grain, r.start, r.cost)]

@@ -45,15 +45,17 @@ WITH ours AS (
 {ancestors}transcript AS (
     INSERT INTO {transcript} (run_id, seq, step, role, content, tool_calls, tool_call_id, tool_name,
         is_error, created_at)
-    SELECT %s, t.seq, t.step, t.role, t.content, t.tool_calls::jsonb, t.tool_call_id, t.tool_name,
-        t.is_error, %s
-    FROM unnest(%s::int[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-        %s::bool[]) AS t(seq, step, role, content, tool_calls, tool_call_id, tool_name, is_error)
+    SELECT %s, t.seq, t.step, t.role, t.content, t.tool_calls, t.tool_call_id, t.tool_name, t.is_error, %s
+    FROM json_to_recordset(%s::json) AS t(seq integer, step integer, role text, content text,
+        tool_calls jsonb, tool_call_id text, tool_name text, is_error boolean)
     WHERE EXISTS (SELECT 1 FROM ours)
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM ours)
 """
+# A transcript row's columns as the step sends them: the rows travel as one JSON parameter (psycopg
+# adapts a typed array per column in Python, at several times the cost of one string).
+_ROW = ("seq", "step", "role", "content", "tool_calls", "tool_call_id", "tool_name", "is_error")
 # A delegated child's step counts against its ancestors too; a run with none plans no such update.
 _ANCESTORS_SQL = """ancestors AS (
     UPDATE {runs} SET steps = steps + 1, model_calls = model_calls + 1,
@@ -132,17 +134,7 @@ def step_statement(
     params += ledger_params
     if ancestors:
         params += [call.cost, tool_calls, ancestors]
-    params += [run.pk, call.at]
-    params += [
-        [r.seq for r in rows],
-        [r.step for r in rows],
-        [r.role for r in rows],
-        [r.content for r in rows],
-        [json.dumps(r.tool_calls) for r in rows],
-        [r.tool_call_id for r in rows],
-        [r.tool_name for r in rows],
-        [r.is_error for r in rows],
-    ]
+    params += [run.pk, call.at, json.dumps([{name: getattr(r, name) for name in _ROW} for r in rows])]
     return Step(sql, params, call)
 
 
