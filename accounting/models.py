@@ -218,7 +218,9 @@ class LedgerEntry(InputByKind, AppendOnlyModel):
     kind of token. Entries from before usage was recorded by kind have empty breakdowns."""
 
     created_at = models.DateTimeField(db_index=True)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    owner = models.ForeignKey(  # no index of its own: ledger_owner_time leads with it
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     run_id = models.BigIntegerField(db_index=True)
     schedule_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     step = models.PositiveIntegerField(null=True, blank=True, help_text="The run's step this call was.")
@@ -273,7 +275,9 @@ class UsageRollup(models.Model):
     reads a few hundred rows. Written in the statement of every ledger entry (accounting.ledger),
     compared with the ledger by `manage.py check_rollups`."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    owner = models.ForeignKey(  # no index of its own: the unique bucket leads with it
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     provider = models.CharField(max_length=32)
     model = models.CharField(max_length=128)
     grain = models.CharField(max_length=1, choices=[("q", "quarter-hour"), ("d", "day")])
@@ -312,7 +316,9 @@ class SpendRollup(models.Model):
         DAY = "d", "day"
         MONTH = "m", "month"
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    owner = models.ForeignKey(  # no index of its own: the unique bucket leads with it
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     key = models.BigIntegerField()
     grain = models.CharField(max_length=1, choices=Grain.choices)
     start = models.DateTimeField()

@@ -280,15 +280,22 @@ class Run(models.Model):
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    # No index of their own on owner, conversation, parent or status: the composite indexes of Meta
+    # lead with each of them and serve the same lookups, and every index costs each run's claim and
+    # end (they change its status) a write.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERACTIVE)
     parent = models.ForeignKey(
-        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children", db_index=False
     )
     prompt = models.TextField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     limits = models.JSONField()
 
     steps = models.PositiveIntegerField(default=0)
@@ -355,6 +362,8 @@ class Run(models.Model):
             # The admin's runs of one provider in one status (failed runs of anthropic, say), newest
             # first: filter, order and page read one stretch of this index, however many runs match.
             models.Index(fields=["provider", "status", "-id"], name="run_provider_status_newest"),
+            # A run's delegated children; most runs have no parent, and are not in it.
+            models.Index(fields=["parent"], condition=models.Q(parent__isnull=False), name="run_children"),
         ]
         constraints = [
             # One message at a time: a conversation has at most one interactive run in flight.
@@ -421,7 +430,8 @@ class TranscriptEntry(models.Model):
         ASSISTANT = "assistant"
         TOOL = "tool"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transcript")
+    # Its lookups go through the unique (run, seq) index: no index of its own.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transcript", db_index=False)
     seq = models.PositiveIntegerField()
     step = models.PositiveIntegerField(default=0)
     role = models.CharField(max_length=16, choices=Role.choices)
