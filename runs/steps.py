@@ -138,6 +138,11 @@ def step_statement(
     return Step(sql, params, call)
 
 
+# For the rest of the transaction: in its own (a pipeline's), until the Sync that commits it. A function
+# call, not SET LOCAL, which outside BEGIN would warn in the server's log at every step.
+_GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+
+
 def _execute_with_generic_plan(
     sql: str, params: list[Any], *, then: tuple[str, list[Any]] | None = None
 ) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
@@ -147,27 +152,28 @@ def _execute_with_generic_plan(
     config/settings.py: a generic plan cannot use a partial index whose condition is a parameter).
     The step statement touches no such index, and planning its CTEs took about as long as running
     them, on every step. So it alone runs on the prepared statement's generic plan, set for it and
-    set back in the same round trip (psycopg's pipeline mode): its own transaction (BEGIN, SET
-    LOCAL, the statement, COMMIT), or inside a caller's (the run's end, a test's), the setting
-    around it and the statement `then` after it, if any. Returns the statement's row and
-    `then`'s (None if it returned none)."""
+    set back in the same round trip (psycopg's pipeline mode). In its own transaction that is two
+    messages, the setting and the statement, and no BEGIN or COMMIT: what a pipeline sends before
+    the Sync that ends it is one transaction (the extended protocol's implicit one), committed at
+    the Sync, and a setting local to it lasts until then. Inside a caller's transaction (the
+    run's end, a test's): the setting around the statement and the statement `then` after it, if
+    any. Returns the statement's row and `then`'s (None if it returned none)."""
     connection.ensure_connection()
     session = connection.connection
     own = not connection.in_atomic_block
     with connection.wrap_database_errors, connection.cursor() as cursor, connection.cursor() as after:
         try:
             with session.pipeline():
-                if own:
-                    session.execute("BEGIN")
-                session.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                session.execute(_GENERIC_PLAN)
                 cursor.execute(sql, params)
                 if then is not None:  # a statement of the same kind: a pk's row, no partial index
                     after.execute(*then)
-                session.execute("COMMIT" if own else "SET LOCAL plan_cache_mode TO DEFAULT")
+                if not own:
+                    session.execute("SET LOCAL plan_cache_mode TO DEFAULT")
             following = after.fetchone() if then is not None else None
             return tuple(cursor.fetchone()), None if following is None else tuple(following)
         except Exception:
-            if own:  # out of the failed transaction (and pipeline); a caller's rolls back its own
+            if own:  # should anything be left open; a caller's transaction rolls back on its own
                 session.rollback()
             raise
 

@@ -72,10 +72,15 @@ on_one_plan = pytest.mark.skipif(not PREPARED, reason="server-side binding is of
 def test_each_step_is_committed_with_its_entry_and_runs_on_one_plan_after_five(owner):
     run = _claimed(owner)
     seq = TranscriptEntry.objects.filter(run=run).count()
+    connection.ensure_connection()
+    notices: list[str] = []
+    connection.connection.add_notice_handler(lambda notice: notices.append(notice.message_primary))
     for step in range(1, 9):
         assert _write(run, _call(run, step), [_answer(run, seq, step)])
         seq += 1
         assert not connection.connection.info.transaction_status  # idle: committed, nothing left open
+        assert _plan_cache_mode() == "force_custom_plan"  # the session's own setting, back after each
+    assert notices == []  # nothing for the server's log (SET LOCAL outside BEGIN would warn at each step)
 
     with connection.cursor() as cursor:  # the same session, still held: nothing released it
         cursor.execute(
