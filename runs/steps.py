@@ -184,9 +184,11 @@ def _execute_with_generic_plan(
 # It also reads the owner's time zone, for a tool that tells the time (clock.now): a run's first
 # statement, so that tool costs no read of its own.
 # Its commit does not wait for the disk (synchronous_commit off for this transaction alone): it is
-# visible at once, and only a crash of the database server within a fraction of a second, together
-# with the loss of the worker, could lose the record of a call on the wire. The step that charges
-# the call waits for the disk as every money write does.
+# visible at once, and only a crash of the database server within a fraction of a second of it can
+# lose it: the worker, whose connection that crash breaks, leaves the run to the reaper
+# (runs.runtime, the database gone), which then finds no open call to charge. That is a call opened
+# on its own (a run's first, one after a tool that waits, a retry); an opening that goes with a
+# step, and the step that charges a call, wait for the disk as every money write does.
 _OPEN_SQL = f"""
 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE {Run._meta.db_table} SET open_call = %s::jsonb, partial_text = '',
