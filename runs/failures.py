@@ -317,7 +317,9 @@ class WorkerLost(RunFailure):
     reason = Reason.WORKER_LOST
     error_class = "WorkerLost"
     label = "worker lost"
-    headline = "The worker running it stopped (a restart or a crash) before the run ended."
+    headline = (
+        "The worker running it stopped, or lost the database, before the run ended (a restart or a crash)."
+    )
     outlook = "Usually a one-off: the next run will likely succeed."
 
 

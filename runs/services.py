@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
@@ -490,6 +490,7 @@ def fail_lost_runs(
     candidates = lost_runs(now)
     queued = [run for run in candidates if run.status == Run.Status.QUEUED]
     waiting = still_waiting(queued) if queued and still_waiting is not None else set()
+    restarted = _database_started_at() if len(queued) < len(candidates) else None
     failed: list[int] = []
     for run in candidates:
         if run.pk in waiting:
@@ -497,6 +498,13 @@ def fail_lost_runs(
         if run.status == Run.Status.QUEUED:
             waited = int((now - run.created_at).total_seconds())
             failure = WorkerLost(f"No worker started the run: its task was lost ({waited} s in the queue).")
+        elif restarted is not None and run.heartbeat_at is not None and run.heartbeat_at < restarted:
+            # Its worker's connection broke with the restart, and the worker left the run here
+            # (runs.runtime: the database gone): the worker itself may be well.
+            failure = WorkerLost(
+                "The database server restarted while the run was in flight, at "
+                f"{restarted:%Y-%m-%d %H:%M:%S} UTC: its worker could not record the rest of the run."
+            )
         else:
             silent = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
             failure = WorkerLost(f"The worker stopped sending heartbeats ({silent} s without one).")
@@ -512,6 +520,15 @@ def fail_lost_runs(
                 raise
             logger.warning("reaper: run %s is held by a transaction that has not ended; next pass", run.pk)
     return failed
+
+
+def _database_started_at() -> datetime:
+    """When the database server last started (UTC): a run whose last heartbeat is older was in
+    flight when it restarted."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        started: datetime = cursor.fetchone()[0]
+    return started.astimezone(UTC)
 
 
 def delete_conversation(conversation: Conversation) -> int:

@@ -112,6 +112,39 @@ def test_a_connection_lost_while_the_step_is_written_leaves_the_run_to_the_reape
     (entry,) = LedgerEntry.objects.filter(run_id=run.pk)
     assert (run.status, run.failure_reason) == ("failed", "worker_lost") and run.open_call is None
     assert entry.estimated and run.cost == entry.cost > Decimal("0.003300")
+    # The server did not restart (the connection alone was cut): nothing tells the worker was well.
+    assert run.failure_message.startswith("The worker stopped sending heartbeats")
+
+
+@pytest.mark.parametrize("refused_step", [DROP_CONNECTION], ids=["lost"], indirect=True)
+@pytest.mark.usefixtures("refused_step")
+def test_a_run_in_flight_when_the_database_restarted_says_so_not_that_its_worker_stopped(owner, owner_client):
+    """Its last heartbeat is older than the database server's start: the worker's connection broke
+    with the restart and the worker left the run to the reaper, as above. The owner reads that the
+    database restarted, and when, not that the worker stopped heartbeating."""
+    provider = Provider(OPENAI.tools(FETCH, usage=(900, 40)), OPENAI.answer(), web=news_page)
+    with pytest.raises(OperationalError):
+        execute(owner, make_wire_agent(OPENAI, tools=["http.fetch"]), provider)
+    connection.close()
+    with connection.cursor() as cursor:  # what a restart leaves: the heartbeat before the server's start
+        cursor.execute(
+            "UPDATE runs_run SET heartbeat_at = pg_postmaster_start_time() - interval '5 seconds' "
+            "RETURNING to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')"
+        )
+        (started,) = cursor.fetchone()
+
+    run = Run.objects.get()
+    assert fail_lost_runs(now=timezone.now() + timedelta(hours=1)) == [run.pk]
+    run.refresh_from_db()
+    assert (run.status, run.failure_reason) == ("failed", "worker_lost") and run.open_call is None
+    assert run.failure_message == (
+        f"The database server restarted while the run was in flight, at {started} UTC: "
+        "its worker could not record the rest of the run."
+    )
+    assert LedgerEntry.objects.get(run_id=run.pk).estimated  # its open call charged all the same
+    page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"database server restarted while the run was in flight, at {started} UTC" in page
+    assert "or lost the database" in page
 
 
 def test_a_providers_error_leaves_nothing_charged(owner):
