@@ -78,13 +78,16 @@ def test_each_step_is_committed_with_its_entry_and_runs_on_one_plan_after_five(o
     def heard(notice) -> None:
         notices.append(notice.message_primary)
 
-    connection.connection.add_notice_handler(heard)
-    for step in range(1, 9):
-        assert _write(run, _call(run, step), [_answer(run, seq, step)])
-        seq += 1
-        assert not connection.connection.info.transaction_status  # idle: committed, nothing left open
-        assert _plan_cache_mode() == "force_custom_plan"  # the session's own setting, back after each
-    connection.connection.remove_notice_handler(heard)  # the pooled session outlives this test
+    session = connection.connection
+    session.add_notice_handler(heard)
+    try:
+        for step in range(1, 9):
+            assert _write(run, _call(run, step), [_answer(run, seq, step)])
+            seq += 1
+            assert not session.info.transaction_status  # idle: committed, nothing left open
+            assert _plan_cache_mode() == "force_custom_plan"  # the session's own setting, back after each
+    finally:
+        session.remove_notice_handler(heard)  # the pooled session outlives this test, failed or not
     assert notices == []  # nothing for the server's log (SET LOCAL outside BEGIN would warn at each step)
 
     with connection.cursor() as cursor:  # the same session, still held: nothing released it
