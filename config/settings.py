@@ -222,15 +222,13 @@ if PRODUCTION:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"client_errors_on_one_line": {"()": "config.logfilters.ClientErrorsOnOneLine"}},
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["client_errors_on_one_line"],
+    "formatters": {
+        "plain": {
+            "()": "config.logfilters.ClientErrorsOnOneLine",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         }
     },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING"))},
     # httpx logs every request line at INFO; provider URLs carry no secrets, but keep the noise down.
     "loggers": {

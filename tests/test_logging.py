@@ -1,10 +1,12 @@
 """What the log says about requests refused as the client's error: one line each, as Django words
-it, without Django's traceback (config.logfilters); a server error keeps its traceback."""
+it, without Django's traceback (config.logfilters); a server error keeps its traceback, and the
+record itself keeps it for any other handler."""
 
 from __future__ import annotations
 
 import io
 import logging
+import logging.handlers
 from collections.abc import Iterator
 
 import pytest
@@ -16,11 +18,7 @@ from config.logfilters import ClientErrorsOnOneLine
 def console() -> Iterator[io.StringIO]:
     """The configured console handler's output, with Django's request and security loggers at the
     levels production has (the suite quietens them)."""
-    (handler,) = [
-        h
-        for h in logging.getLogger().handlers
-        if any(isinstance(f, ClientErrorsOnOneLine) for f in h.filters)
-    ]
+    (handler,) = [h for h in logging.getLogger().handlers if isinstance(h.formatter, ClientErrorsOnOneLine)]
     assert isinstance(handler, logging.StreamHandler)
     out = io.StringIO()
     previous = handler.setStream(out)
@@ -70,3 +68,22 @@ def test_a_server_error_keeps_its_traceback(console):
 
     assert "Traceback" in console.getvalue()
     assert "RuntimeError: the product's own bug" in console.getvalue()
+
+
+def test_another_handler_still_gets_the_traceback_of_a_client_error(console):
+    """A handler after the console (a deployer's error tracker, say) sees the record whole."""
+    other = logging.handlers.BufferingHandler(10)
+    logging.getLogger().addHandler(other)
+    try:
+        try:
+            raise PermissionError("refused")
+        except PermissionError:
+            logging.getLogger("django.request").warning(
+                "Forbidden: /x/", exc_info=True, extra={"status_code": 403}
+            )
+    finally:
+        logging.getLogger().removeHandler(other)
+
+    assert "Forbidden: /x/" in console.getvalue() and "Traceback" not in console.getvalue()
+    (record,) = other.buffer
+    assert record.exc_info is not None and "Traceback" in logging.Formatter().format(record)
