@@ -250,13 +250,20 @@ def run(
     if os.environ.get("DATABASE_URL", "").strip():
         return subprocess.call(command)
     child: subprocess.Popen[bytes] | None = None
+    starting = told = False  # the command is being started; a stop signal came meanwhile
 
     def forward(signum: int, frame: FrameType | None) -> None:
         # A SIGTERM or SIGHUP for us reaches the command as Ctrl-C would: SIGINT to its process
         # group, which its foreground process handles and its background ones ignore (the
         # cluster of `./dev serve` is stopped by that script's trap, in order), then we stop.
-        # Before the command started, it ends the start-up instead.
+        # Before the command started, it ends the start-up instead. While it starts (the
+        # process may already run, its Popen not yet returned), it is told once Popen returns:
+        # ending the start-up then would leave it running, and the server stopped under it.
+        nonlocal told
         if child is None:
+            if starting:
+                told = True
+                return
             raise KeyboardInterrupt
         if child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -284,8 +291,11 @@ def run(
                         f"PostgreSQL 18 (embedded) is running, data in {where}; "
                         "it stops when this command ends."
                     )
+                starting = True
                 child = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url}, process_group=0)
                 try:
+                    if told:
+                        forward(signal.SIGTERM, None)
                     # The command may read the terminal (a debugger, `manage.py shell`): it gets the
                     # foreground.
                     _foreground(child.pid)

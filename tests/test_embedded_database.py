@@ -108,6 +108,43 @@ def test_a_sigterm_stops_the_command_as_ctrl_c_would_then_the_server():
     assert not servers_of(database_from_url(url)["HOST"])
 
 
+def test_a_sigterm_while_the_command_starts_reaches_the_command_once_it_has_started(monkeypatch, tmp_path):
+    """The signal comes after the command's process exists and before Popen has returned it (a
+    loaded machine can hold the wrapper there while the command starts): the command is told all
+    the same, not orphaned with its server stopped under it."""
+    heard = tmp_path / "heard"
+    script = (
+        "import signal, sys, time\n"
+        f"def stop(*args):\n    open({str(heard)!r}, 'w').write('interrupted')\n    sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        "time.sleep(60)"
+    )
+    command = [sys.executable, "-c", script]
+    started: list[subprocess.Popen[bytes]] = []
+
+    class SignalledWhileStarting(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            if args[0] != command:  # the server's own tools (initdb, pg_ctl) start as usual
+                return
+            started.append(self)
+            time.sleep(1)  # the command sets its handler meanwhile, as a real start would have
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr(embedded.subprocess, "Popen", SignalledWhileStarting)
+    begin = time.monotonic()
+    try:
+        code = embedded.run(command, data=None, temporary=True, quiet=True)
+        assert time.monotonic() - begin < 30
+        assert started and code == 0 and heard.read_text() == "interrupted"
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                pytest.fail("the command was left running")
+
+
 def test_a_sigterm_while_the_server_starts_ends_the_start_and_leaves_nothing_behind():
     base = Path(tempfile.mkdtemp(prefix="start-", dir="/tmp"))
     process = wrapper("sleep", "60", env={"TMPDIR": str(base)})
