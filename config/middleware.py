@@ -6,10 +6,16 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 
+from schedules.api.errors import error_response
+
 Handler = Callable[[HttpRequest], HttpResponse]
 
 NUL = "\x00"
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # what request.POST parses
+# The longest address served: gunicorn, the production server, refuses a request line longer than
+# 4,094 bytes (its limit_request_line) before Django sees it; the development server and the test
+# client refuse the same here. No page, form or link of the product comes near it.
+MAX_URL_BYTES = 4094
 
 # All assets are served from this origin and no page has an inline script: HTMX runs with
 # allowEval off (templates/base.html), so hx-on attributes are not used. Inline *style attributes*
@@ -29,6 +35,29 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "frame-ancestors 'none'",
     )
 )
+
+
+def refuse_overlong_urls(get_response: Handler) -> Handler:
+    """An address (path and query) longer than MAX_URL_BYTES is answered 414 before anything reads
+    it: whatever server is in front, no view sees one that production's would have refused, and a
+    sign-in redirect never carries it on as a `next` of megabytes that no browser could follow."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        if (
+            len(request.META.get("PATH_INFO", "")) + len(request.META.get("QUERY_STRING", ""))
+            <= MAX_URL_BYTES
+        ):
+            return get_response(request)
+        message = f"The address is longer than {MAX_URL_BYTES:,} bytes, the most this site serves."
+        if request.path.startswith("/api/"):
+            return error_response(414, "url_too_long", message)
+        return HttpResponse(
+            f"<!doctype html><title>Address too long</title><h1>Address too long</h1><p>{message}</p>",
+            status=414,
+            content_type="text/html; charset=utf-8",
+        )
+
+    return middleware
 
 
 def refuse_nul_characters(get_response: Handler) -> Handler:

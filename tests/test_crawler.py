@@ -1,7 +1,10 @@
 """Every URL pattern of the product (dashboard, admin and its custom views, API), requested as
 nobody, as the owner, as another owner and as an admin, with hostile values in every path
 parameter and in the query string, and (on the dashboard, the only area that reads it) with and
-without HX-Request: never a 5xx.
+without HX-Request: never a 5xx. The 10,000-character value makes an address longer than any
+server of the product serves (config.middleware.MAX_URL_BYTES, gunicorn's own limit): in a path
+or a query it meets the 414 before any view, as in production; in the POSTed forms it reaches
+every field.
 
 The patterns are read from the URL resolver, so a route added later is crawled without anyone
 remembering to add it here.
@@ -19,6 +22,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from config.middleware import MAX_URL_BYTES
 from schedules import tokens
 from tests.factories import fail, make_agent, make_schedule, make_user, materialize
 
@@ -265,3 +269,26 @@ def test_a_nul_in_a_posted_form_is_a_400_not_a_500(people, multipart):
             "/schedules/new/", urlencode(body), content_type="application/x-www-form-urlencoded"
         )
     assert response.status_code == 400 and "NUL character" in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "json_error"), [("/", False), ("/admin/runs/run/", False), ("/api/v1/schedules", True)]
+)
+def test_an_address_longer_than_production_serves_is_a_414_and_one_at_the_limit_is_served(
+    people, path, json_error
+):
+    """gunicorn refuses a request line over 4,094 bytes before Django sees it; the other servers
+    (the development server, the test client) refuse the same address here, before any view."""
+    client = people["admin"]
+    assert client is not None
+    at_limit = f"{path}?q=" + "x" * (MAX_URL_BYTES - len(path) - len("q="))
+    assert client.get(at_limit).status_code == 200
+    response = client.get(at_limit + "x")
+    assert response.status_code == 414
+    if json_error:
+        assert response.json()["error"]["code"] == "url_too_long"
+    else:
+        assert "longer than 4,094 bytes" in response.text
+    # In the path as well, and before the sign-in redirect could carry it on as `next`.
+    response = people["anonymous"].get(path + "x" * MAX_URL_BYTES)  # type: ignore[union-attr]
+    assert response.status_code == 414 and "Location" not in response.headers

@@ -42,6 +42,7 @@ CODE_OF_STATUS: dict[int, str] = {
     405: "method_not_allowed",
     409: "conflict",
     413: "body_too_large",
+    414: "url_too_long",
     422: "invalid_request",
     429: "rate_limited",
     500: "internal_error",

@@ -68,8 +68,9 @@ permission) may read, pause, resume and pin any schedule, as in the Django admin
 
 **Errors** always have the shape `{"error": {"code", "message", "fields"}}`: 401 no, invalid or
 revoked token; 403 missing scope or permission; 404 not found or not yours; 409 wrong state;
-413 body too large; 422 invalid body or parameter (`fields` names each field, dotted when
-nested, e.g. `limits.synthesis_reserve_cost`); 429 too many requests, with `Retry-After`.
+413 body too large; 414 an address longer than 4,094 bytes; 422 invalid body or parameter
+(`fields` names each field, dotted when nested, e.g. `limits.synthesis_reserve_cost`); 429 too
+many requests, with `Retry-After`.
 
 **Lists** are newest first and paged: `{"items": [...], "next": <absolute URL or null>}`; follow
 `next` for the following page. `limit` sets the page size (1-100, default 50).
@@ -95,12 +96,13 @@ def route(
 ) -> Callable[[Handler], Handler]:
     """Registers the handler below on `api` as `operation` ("METHOD /path"), with its entry in the
     served schema. `answers` lists every status code it answers: a code below 400 with `returns`
-    (None: no body), any other with E, the error shape. The description is the handler's docstring
-    (one paragraph: line breaks fold to spaces) and the scope its token needs; `body` documents its
-    JSON body (base.json_body)."""
+    (None: no body), any other with E, the error shape; 414 (config.middleware) goes on every one.
+    The description is the handler's docstring (one paragraph: line breaks fold to spaces) and the
+    scope its token needs; `body` documents its JSON body (base.json_body)."""
     method, path = operation.split(" ", 1)
     scope = str(auth.scope)
     response = {int(code): returns if int(code) < 400 else E for code in answers.split()}
+    response[414] = E  # any address over the length production serves (config.middleware)
 
     def register(handler: Handler) -> Handler:
         text = " ".join((handler.__doc__ or "").split())

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from accounting import ledger
 from accounting.models import OwnerBudget
+from config.middleware import MAX_URL_BYTES
 from runs.models import Run
 from tests.api.conftest import (
     ADMIN_BODIES,
@@ -183,6 +184,10 @@ def test_every_documented_response_is_produced_and_matches_the_served_schema(
             statuses.add(
                 matrix.owner_api.get(matrix.fresh().path(template) + separator + "limit=0").status_code
             )
+        padded = matrix.fresh().path(template) + ("&" if "?" in template else "?") + "pad="
+        statuses.add(
+            matrix.owner_api.request(method, padded + "x" * MAX_URL_BYTES, body_of(body)).status_code
+        )
         settings.API_RATE_LIMIT_PER_MINUTE = 1
         statuses.add(matrix.rate_limited(method, template, body).status_code)
         settings.API_RATE_LIMIT_PER_MINUTE = 120
