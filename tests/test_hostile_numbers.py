@@ -15,6 +15,7 @@ from django.test import Client
 
 from accounting.models import OwnerBudget
 from accounting.numbers import signed_whole_number, whole_number
+from config.middleware import MAX_URL_BYTES
 from schedules.models import RevisionRequest, ScheduleRevision
 from tests.api.conftest import Api, token_for
 from tests.factories import answered_conversation, limits, make_agent, make_schedule
@@ -89,7 +90,7 @@ def test_the_owners_request_form_and_its_live_check_refuse_them(owner_client, sc
     url = f"/schedules/{schedule.pk}/request-limits/"
     body = {**VALID_LIMITS, field: text, "reason": "Runs need more room."}
     sent = owner_client.post(url, body)
-    checked = owner_client.get(url, {**body, "check": "1"}, headers={"HX-Request": "true"})
+    checked = owner_client.post(url, {**body, "check": "1"}, headers={"HX-Request": "true"})
     assert sent.status_code == 200 and checked.status_code == 200  # the form again, with its error
     assert not RevisionRequest.objects.exists()
     assert "must be" in sent.text
@@ -106,11 +107,15 @@ def test_the_admin_pin_form_refuses_them(admin_client, schedule, field, text):
 
 @pytest.mark.parametrize("text", HOSTILE_DIGITS)
 def test_query_parameters_that_name_a_number_refuse_them(owner_client, admin_client, owner, schedule, text):
+    # A value past Python's int() limit makes an address longer than any server of the product
+    # serves: refused before any view (config.middleware), as gunicorn does in production.
+    served = len(text.encode()) < MAX_URL_BYTES - 100
     conversation = answered_conversation(owner, make_agent("chatty"))
-    assert owner_client.get(f"/conversations/{conversation.pk}/", {"before": text}).status_code == 200
-    assert owner_client.get("/", {"start": text}).status_code == 200
+    page = owner_client.get(f"/conversations/{conversation.pk}/", {"before": text})
+    assert page.status_code == (200 if served else 414)
+    assert owner_client.get("/", {"start": text}).status_code == (200 if served else 414)
     pin = admin_client.get(f"/admin/schedules/schedule/{schedule.pk}/pin/", {"request": text})
-    assert pin.status_code == 404  # names no request
+    assert pin.status_code == (404 if served else 414)  # names no request
 
 
 @pytest.mark.parametrize("field", ["history_turns", "history_tokens"])

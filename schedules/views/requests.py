@@ -30,10 +30,13 @@ def request_limits(request: HtmxRequest, pk: int) -> HttpResponse:
         messages.info(request, "A completed schedule runs no more, so it needs no new limits.")
         return redirect(back)
     page = selectors.request_page(schedule)
-    checking = request.method == "GET" and "check" in request.GET  # the no-JavaScript round trip
-    data = request.POST if request.method == "POST" else (request.GET if checking else None)
+    # "check": replay the values typed, send nothing (the live check, and its no-JavaScript button).
+    # The page posts it, so a long reason never makes an address longer than a server takes.
+    sent = request.POST if request.method == "POST" else request.GET
+    checking = "check" in sent
+    data = sent if request.method == "POST" or checking else None
     form = RevisionRequestForm(data, current=schedule.revision, initial=page.initial)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and not checking and form.is_valid():
         try:
             services.request_revision(schedule, form.parsed, by=request.user, via="dashboard")
         except services.RequestAlreadyOpen:

@@ -149,10 +149,12 @@ def test_the_request_page_is_prefilled_from_the_runs_and_replays_them(owner_clie
 
 
 def test_checking_other_values_replays_them_without_javascript_and_as_a_fragment(owner_client, paused):
-    plain = owner_client.get(url(paused), {**form(max_cost="1.10", synthesis_reserve_cost="0"), "check": "1"})
+    plain = owner_client.post(
+        url(paused), {**form(max_cost="1.10", synthesis_reserve_cost="0"), "check": "1"}
+    )
     assert "Runs out of cost before step 3, with no answer." in _text(plain.text)
     assert 'name="max_cost" value="1.10"' in plain.text
-    fragment = owner_client.get(
+    fragment = owner_client.post(
         url(paused), {**form(max_cost="3.00", synthesis_reserve_cost="0"), "check": "1"}, headers=HTMX
     )
     assert fragment.text.lstrip().startswith('<section id="replay"')
@@ -160,6 +162,20 @@ def test_checking_other_values_replays_them_without_javascript_and_as_a_fragment
         fragment.text
     )
     assert "HX-Request" in fragment["Vary"]
+    assert not RevisionRequest.objects.exists()
+
+
+def test_a_check_with_a_reason_of_pages_replays_and_keeps_it_and_sends_nothing(owner_client, paused):
+    """The page posts its checks: a reason longer than any address a server takes (4,094 bytes)
+    is carried through the no-JavaScript check, not refused."""
+    reason = "The briefings need more room to cite their sources. " * 100
+    page = owner_client.post(
+        url(paused), {**form(max_cost="1.10", synthesis_reserve_cost="0"), "reason": reason, "check": "1"}
+    )
+    assert page.status_code == 200 and len(reason) > 4094
+    assert "Runs out of cost before step 3, with no answer." in _text(page.text)
+    assert reason.strip() in page.text
+    assert 'hx-post="' + url(paused) + '"' in owner_client.get(url(paused)).text  # the live check too
     assert not RevisionRequest.objects.exists()
 
 
