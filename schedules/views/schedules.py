@@ -178,10 +178,15 @@ def _preview(request: HtmxRequest, agent_name: str | None) -> dict[str, object]:
 @vary_on_headers("HX-Request")
 def schedule_create(request: HtmxRequest) -> HttpResponse:
     agents = _agents()
-    # A GET carrying fields is the no-JavaScript "show limits" round trip: keep what was typed.
-    initial = {"timezone": owner_timezone(request), **request.GET.dict()}
-    form = ScheduleCreateForm(request.POST or None, agents=agents, initial=initial)
-    if request.method == "POST" and form.is_valid():
+    # "preview" is the no-JavaScript "show its limits" round trip: the form again, as typed, with
+    # the chosen agent's limits and nothing saved. The page posts it, so a long prompt never makes
+    # an address longer than a server takes; a GET carrying fields (a link) is kept as well.
+    previewing = "preview" in request.POST
+    typed = request.POST if previewing else request.GET
+    initial = {"timezone": owner_timezone(request), **typed.dict()}
+    bound = request.POST if request.method == "POST" and not previewing else None
+    form = ScheduleCreateForm(bound, agents=agents, initial=initial)
+    if bound is not None and form.is_valid():
         try:
             schedule = services.create_schedule(request.user, form.parsed, via="dashboard")
         except InvalidSchedule as exc:

@@ -51,6 +51,20 @@ def test_the_live_preview_follows_the_chosen_agent(owner_client, agent):
     assert "Cost USD 0.80 none" in text  # the USD 1 reserve is omitted: not below the total
 
 
+def test_without_javascript_show_its_limits_keeps_a_long_prompt_and_creates_nothing(
+    owner, owner_client, agent
+):
+    """The button posts: a prompt longer than any address a server takes (4,094 bytes) comes back
+    as typed, with the other agent's limits."""
+    make_agent("cheap", cost_limit="0.80")
+    prompt = "Collect the papers of the week on retrieval and say what changed. " * 80
+    response = owner_client.post("/schedules/new/", {**_create(agent="cheap", prompt=prompt), "preview": "1"})
+    assert response.status_code == 200 and len(prompt) > 4094
+    assert prompt.strip() in response.text and "Cost USD 0.80 none" in _text(response.text)
+    assert "Nothing was saved" not in response.text  # a preview, not a failed save
+    assert not Schedule.objects.filter(owner=owner).exists()
+
+
 def test_creating_a_schedule_goes_through_the_policy(owner, owner_client, agent):
     response = owner_client.post("/schedules/new/", _create())
     schedule = Schedule.objects.get(owner=owner)
