@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -299,7 +300,7 @@ def run(
                     # The command may read the terminal (a debugger, `manage.py shell`): it gets the
                     # foreground.
                     _foreground(child.pid)
-                    return child.wait()
+                    return _wait(child)
                 finally:
                     if child.poll() is None:
                         with contextlib.suppress(ProcessLookupError):
@@ -314,6 +315,16 @@ def run(
     finally:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _wait(child: subprocess.Popen[bytes]) -> int:
+    """The command's exit code, looked for every 0.2 s rather than waited for in one waitpid: a
+    signal's Python handler runs between bytecodes, so a stop signal that came just before that
+    system call would be handled only once the command ended, which it would not until told
+    (seen under load: the command left running, and `./dev` not stopping)."""
+    while child.poll() is None:
+        time.sleep(0.2)  # a signal ends the sleep, and its handler runs at once
+    return child.returncode
 
 
 def _foreground(process_group: int) -> None:
