@@ -321,7 +321,7 @@ def _wait(child: subprocess.Popen[bytes]) -> int:
     """The command's exit code, looked for every 0.2 s rather than waited for in one waitpid: a
     signal's Python handler runs between bytecodes, so a stop signal that came just before that
     system call would be handled only once the command ended, which it would not until told
-    (seen under load: the command left running, and `./dev` not stopping)."""
+    (seen under load: a SIGTERM that left the command running, and this process waiting on it)."""
     while child.poll() is None:
         time.sleep(0.2)  # a signal ends the sleep, and its handler runs at once
     return child.returncode
