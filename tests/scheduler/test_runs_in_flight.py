@@ -274,7 +274,9 @@ def test_a_turn_claims_the_owner_with_fewest_running_first_then_the_oldest(owner
 
 
 def test_a_turn_starts_its_runs_on_threads_and_a_second_turn_finds_nothing(owner):
-    agent = make_agent(model="sim-research")
+    # Each answer takes a second: a run that ended at once would have its slot claim the next
+    # queued run (as it should) before the turn got to it, and the turn would start only two.
+    agent = make_agent(model="sim-slow")
     runs = [start_interactive_run(owner.pk, agent, "Research.") for _ in range(3)]
 
     started = inflight.take_turn()
