@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse
 
 from schedules.api.errors import error_response
 
@@ -51,11 +51,7 @@ def refuse_overlong_urls(get_response: Handler) -> Handler:
         message = f"The address is longer than {MAX_URL_BYTES:,} bytes, the most this site serves."
         if request.path.startswith("/api/"):
             return error_response(414, "url_too_long", message)
-        return HttpResponse(
-            f"<!doctype html><title>Address too long</title><h1>Address too long</h1><p>{message}</p>",
-            status=414,
-            content_type="text/html; charset=utf-8",
-        )
+        return _refusal(414, "Address too long", message)
 
     return middleware
 
@@ -68,14 +64,23 @@ def refuse_nul_characters(get_response: Handler) -> Handler:
 
     def middleware(request: HttpRequest) -> HttpResponse:
         if not request.path.startswith("/api/") and _has_nul(request):
-            return HttpResponseBadRequest(
-                "<!doctype html><title>Bad request</title><h1>Bad request</h1>"
-                "<p>The address or the form contains a NUL character, which cannot be used here.</p>",
-                content_type="text/html; charset=utf-8",
+            return _refusal(
+                400,
+                "Bad request",
+                "The address or the form contains a NUL character, which cannot be used here.",
             )
         return get_response(request)
 
     return middleware
+
+
+def _refusal(status: int, title: str, message: str) -> HttpResponse:
+    """A page refused before any view: its title and one sentence (our own words, no markup)."""
+    return HttpResponse(
+        f"<!doctype html><title>{title}</title><h1>{title}</h1><p>{message}</p>",
+        status=status,
+        content_type="text/html; charset=utf-8",
+    )
 
 
 def _has_nul(request: HttpRequest) -> bool:
