@@ -247,14 +247,14 @@ def _write(plans: list[_Plan], *, now: datetime, enqueue: Enqueue, report: TickR
     enqueue(enqueued)
     _set_column(Schedule, "next_occurrence_at", {p.schedule.pk: p.following for p in plans})
     one_time = [p for p in plans if p.schedule.kind == Schedule.Kind.ONE_TIME]
-    complete_schedules(
-        [p.schedule for p in one_time if p.run_slot is None], now=now, detail="its only slot was missed"
-    )
-    complete_schedules(
-        [p.schedule for p in one_time if p.skip == Occurrence.SkipReason.MONTHLY_CAP],
-        now=now,
-        detail="its only slot was skipped at its monthly cap",
-    )
+    missed = [p.schedule for p in one_time if p.run_slot is None]
+    capped = [p.schedule for p in one_time if p.skip == Occurrence.SkipReason.MONTHLY_CAP]
+    complete_schedules(missed, now=now, detail="its only slot was missed")
+    complete_schedules(capped, now=now, detail="its only slot was skipped at its monthly cap")
+    # A one-time schedule fired has no runs left to forecast: it leaves the forecast here, one lock
+    # per owner for the batch, so that its run's end (which completes it) has nothing to write there.
+    ended = {s.pk for s in missed + capped}
+    forecast_table.sync([p.schedule.pk for p in one_time if p.schedule.pk not in ended], now=now)
     report.enqueued += enqueued
     report.missed += sum(len(p.missed) for p in plans)
     report.skipped += sum(1 for p in plans if p.run_slot is not None and p.skip)

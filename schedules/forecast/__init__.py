@@ -124,7 +124,7 @@ class MonthForecast:
     worst_daily_days: int
     runs: Runs
     worst_runs: Runs
-    active: int  # active schedules (with `extra`, it too)
+    active: int  # schedules with runs left (active; a one-time one until it fires), `extra` too
     stopped: list[Stopped] = field(default_factory=list)
     stopped_count: int = 0  # schedules with runs refused or skipped
     largest: list[tuple[Named, Forecast]] = field(default_factory=list)

@@ -88,13 +88,15 @@ class Planned:
 
 
 def planned(schedules: Q) -> tuple[dict[int, Planned], dict[int, int]]:
-    """The active schedules among `schedules` as Planned (one query of plain values), and every
-    matching schedule's owner."""
+    """The schedules among `schedules` with runs left as Planned (one query of plain values), and
+    every matching schedule's owner. Runs left: an active schedule's, but a one-time schedule's
+    only slot once the tick fired it (its next slot none) is behind it, as a completed one's is."""
     rows = Schedule.objects.filter(schedules).values_list(
         "pk",
         "owner_id",
         "status",
         "kind",
+        "next_occurrence_at",
         "current_revision__cron",
         "current_revision__timezone",
         "current_revision__run_at",
@@ -103,9 +105,10 @@ def planned(schedules: Q) -> tuple[dict[int, Planned], dict[int, int]]:
     )
     found: dict[int, Planned] = {}
     owners: dict[int, int] = {}
-    for pk, owner_id, status, kind, cron, tz, run_at, max_cost, cap in rows:
+    for pk, owner_id, status, kind, next_slot, cron, tz, run_at, max_cost, cap in rows:
         owners[pk] = owner_id
-        if status == Schedule.Status.ACTIVE and tz is not None and max_cost is not None:
+        fired = kind == Schedule.Kind.ONE_TIME and next_slot is None
+        if status == Schedule.Status.ACTIVE and not fired and tz is not None and max_cost is not None:
             cadence = Cadence(kind, cron or "", tz, run_at)
             found[pk] = Planned(pk, owner_id, cadence, Decimal(str(max_cost)), cap)
     return found, owners
@@ -230,12 +233,19 @@ def sync(schedule_ids: Iterable[int], *, now: datetime | None = None, recount: I
         return
     now = now or timezone.now()
     wanted, owners = planned(Q(pk__in=ids))
+    inputs: set[int] = set()
     for schedule_id, owner_id in ForecastInput.objects.filter(schedule_id__in=ids).values_list(
         "schedule_id", "owner_id"
     ):
         owners.setdefault(schedule_id, owner_id)
+        inputs.add(schedule_id)
     recounted = set(recount)
-    for owner_id in sorted(set(owners.values())):
+    # Only the owners with something to write take their lock: a schedule with no runs left and no
+    # input (a one-time schedule completed after the tick fired it) writes nothing, so the ends of
+    # an owner's burst of one-time runs do not queue on the owner's row. The caller holds these
+    # schedules' rows: no other transaction gives them an input meanwhile.
+    moving = {owners[pk] for pk in ids if pk in wanted or pk in inputs}
+    for owner_id in sorted(moving):
         state = _lock(owner_id, now)
         mine = [pk for pk in ids if owners.get(pk) == owner_id]
         current = {

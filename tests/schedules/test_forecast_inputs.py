@@ -4,6 +4,8 @@ recomputation from the schedules and their accounted runs (what `manage.py check
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -11,13 +13,13 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from accounting.models import OwnerBudget
 from runs.models import Run
 from schedules import forecast, services
-from schedules.execution import materialize_due
+from schedules.execution import execute_occurrence, materialize_due
 from schedules.forecast import table
 from schedules.models import ForecastGroup, ForecastInput, ForecastState, Schedule
 from schedules.schemas import parse_explicit, parse_update
@@ -179,6 +181,59 @@ def test_one_owners_runs_completing_at_once_keep_the_inputs_exact(owner, agent, 
     assert sorted(cost for _, cost in stored.inputs.values()) == [
         Decimal("0.10") * (n + 1) for n in range(12)
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_one_time_schedule_leaves_the_forecast_when_it_fires_and_its_runs_end_waits_on_no_owner(
+    owner, agent
+):
+    slot = DEC_10 + timedelta(hours=3)
+    with time_machine.travel(DEC_10, tick=False):
+        once = make_schedule(owner, agent, title="Once", cron=None, run_at=slot)
+        daily = make_schedule(owner, agent, title="Daily", cron="0 8 * * *")
+        assert once.pk in assert_current(owner.pk).inputs
+    fired_at = slot + timedelta(seconds=5)
+    with time_machine.travel(fired_at, tick=False):
+        coming = forecast.month_forecast(owner.pk)  # its only slot is behind it: none of its runs to come
+        enqueued: list[int] = []
+        materialize_due(enqueue=enqueued.extend, now=fired_at)
+        once.refresh_from_db()
+        assert (once.status, once.next_occurrence_at, len(enqueued)) == ("active", None, 1)
+        # The tick took it out of the forecast as it fired it: the month's money did not move, and
+        # it no longer counts among the schedules with runs left.
+        assert assert_current(owner.pk).inputs.keys() == {daily.pk}
+        after = forecast.month_forecast(owner.pk)
+        assert (after.active, coming.active) == (1, 2)
+        assert dataclasses.replace(after, active=coming.active) == coming
+
+        # So its run's end, which completes it, has nothing to write there: it does not wait for
+        # the owner's forecast row (a burst of one owner's one-time runs would end one at a time).
+        held, release = threading.Event(), threading.Event()
+        outlasted: list[bool] = []
+
+        def hold_the_owners_forecast_row() -> None:
+            try:
+                with transaction.atomic():
+                    ForecastState.objects.select_for_update().get(owner=owner)
+                    held.set()
+                    outlasted.append(not release.wait(timeout=15))
+            finally:
+                connection.close()
+
+        holder = threading.Thread(target=hold_the_owners_forecast_row)
+        holder.start()
+        try:
+            assert held.wait(timeout=10)
+            run = execute_occurrence(enqueued[0], sleep=lambda s: None)
+        finally:
+            release.set()
+            holder.join()
+        assert outlasted == [False]  # the run ended while the row was still held
+        assert run.status == "completed"
+        once.refresh_from_db()
+        assert once.status == "completed"
+        assert assert_current(owner.pk).inputs.keys() == {daily.pk}
+    call_command("check_forecast")
 
 
 @pytest.mark.django_db(transaction=True)
