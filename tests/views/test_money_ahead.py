@@ -85,7 +85,23 @@ def test_the_budget_page_says_when_the_ceiling_is_reached_at_this_pace(owner, ow
 def test_the_budget_page_with_nothing_scheduled_says_what_the_month_comes_to(owner_client):
     text = _text(owner_client.get("/budget/").text)
     assert "At this pace you end the month at about USD 0.00 of USD 250.00" in text
-    assert "No active schedule" in text
+    assert "No schedule has runs left this month" in text
+
+
+def test_a_one_time_schedule_whose_run_is_in_flight_has_no_runs_left_on_the_budget_page(
+    owner, owner_client, agent
+):
+    from schedules.execution import materialize_due
+
+    slot = DEC_10 + timedelta(hours=3)
+    with time_machine.travel(DEC_10, tick=False):
+        make_schedule(owner, agent, title="Quarterly review", cron=None, run_at=slot)
+        assert "Quarterly review" in _text(owner_client.get("/budget/").text)
+    with time_machine.travel(slot + timedelta(seconds=5), tick=False):
+        materialize_due(enqueue=lambda ids: None, now=slot + timedelta(seconds=5))  # its run queued
+        text = _text(owner_client.get("/budget/").text)
+    assert "No schedule has runs left this month" in text
+    assert "Quarterly review" not in text
 
 
 def test_a_schedule_page_shows_this_months_spend_against_its_cap(owner, owner_client, agent, admin_user):
@@ -185,6 +201,6 @@ def test_the_forecast_table_stays_short_for_an_owner_with_many_schedules(
             make_schedule(owner, agent, title=f"Digest {n:02}", cron="0 8 * * *")
         text = _text(owner_client.get("/budget/").text)
     assert text.count(" 22 none USD 0.00 USD 110.00") == 25
-    assert "And 5 more active schedules, each expected to spend less" in text
+    assert "And 5 more schedules with runs left, each expected to spend less" in text
     # All thirty are in the month: 30 x 22 runs x USD 5.00.
     assert "Worst case USD 3,300.00" in text
