@@ -89,8 +89,8 @@ class Planned:
 
 def planned(schedules: Q) -> tuple[dict[int, Planned], dict[int, int]]:
     """The schedules among `schedules` with runs left as Planned (one query of plain values), and
-    every matching schedule's owner. Runs left: an active schedule's, but a one-time schedule's
-    only slot once the tick fired it (its next slot none) is behind it, as a completed one's is."""
+    every matching schedule's owner. A schedule has runs left while it is active, except a one-time
+    schedule the tick has fired (it has no next slot): its only slot is behind it."""
     rows = Schedule.objects.filter(schedules).values_list(
         "pk",
         "owner_id",

@@ -184,9 +184,7 @@ def test_one_owners_runs_completing_at_once_keep_the_inputs_exact(owner, agent, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_one_time_schedule_leaves_the_forecast_when_it_fires_and_its_runs_end_waits_on_no_owner(
-    owner, agent
-):
+def test_a_fired_one_time_schedule_leaves_the_forecast_so_its_run_ends_under_the_owners_lock(owner, agent):
     slot = DEC_10 + timedelta(hours=3)
     with time_machine.travel(DEC_10, tick=False):
         once = make_schedule(owner, agent, title="Once", cron=None, run_at=slot)
