@@ -260,6 +260,7 @@ def bench(args: argparse.Namespace, baseline: Callable[[], float]) -> int:
     # The overhead in two parts: waiting (on PostgreSQL: the loop's thread was not running) and
     # Python (its CPU time beyond the bare round trip's).
     waiting_ms = 1000 * (loop_seconds - cpu_seconds) / steps
+    python_ms = loop_ms - waiting_ms - bare_ms
     rows = [
         ("runs", f"{args.runs} of sim-research, {steps / args.runs:.0f} steps each"),
         (
@@ -281,7 +282,7 @@ def bench(args: argparse.Namespace, baseline: Callable[[], float]) -> int:
             "  of which waiting",
             f"{waiting_ms:.3f} ms = {waiting_ms / pgbench_ms:.2f}x pgbench -N (on PostgreSQL; all blocks)",
         ),
-        ("  of which Python", f"{loop_ms - waiting_ms - bare_ms:.3f} ms (all blocks)"),
+        ("  of which Python", f"{python_ms:.3f} ms (all blocks)"),
         ("ratio loop / bare", f"{loop_ms / bare_ms:.1f}"),
         (
             "SQL per step",
@@ -314,7 +315,6 @@ def bench(args: argparse.Namespace, baseline: Callable[[], float]) -> int:
     within = overhead_ms <= GOAL_RATIO * pgbench_ms
     print("\nwithin the goal" if within else "\nabove the goal")
     experiment = " (an experiment: commits that do not wait for the disk)" if args.asynchronous_commit else ""
-    python_ms = loop_ms - waiting_ms - bare_ms
     figure(
         "the loop's overhead per step" + experiment,
         overhead_ms,
