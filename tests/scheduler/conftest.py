@@ -29,11 +29,13 @@ def wait_for(condition: Callable[[], Any], *, timeout: float = 60, interval: flo
 
 @pytest.fixture
 def process_env() -> dict[str, str]:
-    """Environment for a child `manage.py` process on the test database."""
+    """Environment for a child `manage.py` process on the test database: DEBUG off, as in
+    production (on, Django would wrap every statement of the cluster to keep a log of it)."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
         "APP_ENV": "development",
+        "DEBUG": "false",
         "Q_WORKERS": "2",
         "PYTHONUNBUFFERED": "1",
     }
